@@ -1,0 +1,44 @@
+"""hostcore: a small, embeddable plugin host for the local side of coding-agent infrastructure.
+
+Importing this package is cheap and has no side effects: nothing heavier than the
+standard library is imported until one of the names below is first used, and no
+plugin is ever loaded at import time. Build a :class:`Host` to load plugins.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+# name -> module that defines it; resolved on first attribute access (PEP 562).
+_LAZY = {
+    "Host": "hostcore.host",
+    "hookimpl": "hostcore.markers",
+    "hookspec": "hostcore.markers",
+    "EventSpec": "hostcore.telemetry",
+    "Event": "hostcore.telemetry",
+    "ConfigError": "hostcore.errors",
+    "PluginLoadError": "hostcore.errors",
+    "RecordError": "hostcore.errors",
+    "HostcoreError": "hostcore.errors",
+}
+
+__all__ = ["__version__", *_LAZY]
+
+if TYPE_CHECKING:
+    from hostcore.errors import ConfigError, HostcoreError, PluginLoadError, RecordError
+    from hostcore.host import Host
+    from hostcore.markers import hookimpl, hookspec
+    from hostcore.telemetry import Event, EventSpec
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'hostcore' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value

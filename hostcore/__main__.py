@@ -1,0 +1,25 @@
+"""The ``hostcore`` console script.
+
+``hostcore --version`` is answered before anything is imported: it needs no
+plugin manager, and it is what scripts call most often.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if args == ["--version"]:
+        from hostcore import __version__
+
+        print(f"hostcore {__version__}")
+        raise SystemExit(0)
+    from hostcore.cli import run_cli
+
+    raise SystemExit(run_cli(args))
+
+
+if __name__ == "__main__":
+    main()

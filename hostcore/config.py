@@ -1,0 +1,106 @@
+"""Typed configuration: an optional ``hostcore.toml`` decoded with msgspec.
+
+No file means working defaults. A bad key or value raises
+:class:`~hostcore.errors.ConfigError` naming the file and the key. Each plugin
+reads its own ``[plugins.<name>]`` table through :meth:`Config.plugin`, typed by
+a Struct the plugin defines, so its errors read the same way.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import msgspec
+
+from hostcore.errors import ConfigError
+
+CONFIG_FILE_NAME = "hostcore.toml"
+
+T = TypeVar("T")
+PositiveSeconds = Annotated[float, msgspec.Meta(gt=0)]
+
+
+class RunSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """``[run]``: the tick loop of ``hostcore run``."""
+
+    interval_seconds: PositiveSeconds = 60.0
+
+
+class PollSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """``[poll]``: the work-item poller."""
+
+    interval_seconds: PositiveSeconds = 60.0
+
+
+class Settings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """The whole configuration file."""
+
+    run: RunSettings = msgspec.field(default_factory=RunSettings)
+    poll: PollSettings = msgspec.field(default_factory=PollSettings)
+    plugins: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
+
+
+class Config:
+    """The effective configuration, and where it came from."""
+
+    def __init__(self, settings: Settings, source: Path | None) -> None:
+        self.settings = settings
+        self.source = source
+
+    @property
+    def origin(self) -> str:
+        return str(self.source) if self.source else "(defaults: no config file)"
+
+    def plugin(self, name: str, type_: type[T]) -> T:
+        """Decode the ``[plugins.<name>]`` table as ``type_`` (defaults if absent)."""
+        table = self.settings.plugins.get(name, {})
+        try:
+            return msgspec.convert(table, type=type_)
+        except msgspec.ValidationError as exc:
+            raise ConfigError(f"{self.origin}: [plugins.{name}]: {describe_error(exc)}") from None
+
+    def to_builtins(self) -> dict[str, Any]:
+        return msgspec.to_builtins(self.settings)
+
+
+def load_config(path: Path | None, root: Path) -> Config:
+    """Read ``path``, else ``root/hostcore.toml`` if present, else defaults.
+
+    An explicitly named file that does not exist is an error; the default one
+    is optional.
+    """
+    if path is None:
+        candidate = root / CONFIG_FILE_NAME
+        if not candidate.exists():
+            return Config(Settings(), None)
+        path = candidate
+    elif not path.exists():
+        raise ConfigError(f"{path}: config file not found")
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read config file: {exc}") from None
+    try:
+        settings = msgspec.convert(raw, type=Settings)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"{path}: {describe_error(exc)}") from None
+    return Config(settings, path)
+
+
+def describe_error(exc: msgspec.ValidationError) -> str:
+    """Turn msgspec's ``... - at `$.run`"`` into a message naming the dotted key."""
+    message = str(exc)
+    head, sep, where = message.partition(" - at `$")
+    if not sep:
+        return message
+    key = where.rstrip("`").lstrip(".")
+    unknown = head.startswith("Object contains unknown field `")
+    if unknown:
+        field = head.split("`")[1]
+        dotted = f"{key}.{field}" if key else field
+        return f"unknown key `{dotted}`"
+    return f"bad value for `{key}`: {head}"

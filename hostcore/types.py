@@ -1,0 +1,153 @@
+"""The registration objects plugins return from hostcore's registration hooks.
+
+Each kind is a :class:`typing.Protocol`: a plugin returns any object with the
+named attributes; there is nothing to subclass. The host validates every object
+when plugins load (see :data:`KINDS`), so a plugin's mistake is reported with the
+plugin's name at load time rather than deep inside a tick.
+
+Every registration object has a ``name``: lowercase letters, digits, ``.``,
+``_`` and ``-``, unique within its kind across all plugins. Any of them may also
+define ``availability() -> str | None`` (``None`` when usable, else a sentence
+saying why not) and ``status() -> Mapping[str, object]`` (counts for
+``hostcore status``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import msgspec
+
+from hostcore.errors import RegistrationError
+
+if TYPE_CHECKING:
+    from hostcore.host import Host
+    from hostcore.telemetry import Event
+
+
+class WorkerResult(msgspec.Struct, frozen=True, kw_only=True):
+    """What a worker reports after one run.
+
+    ``pending`` is true while the worker has more work it could do right now; the
+    tick loop then shortens its next wait (the backlog cadence). ``counts`` are
+    shown by ``hostcore status`` and must be counts, never names.
+    """
+
+    pending: bool = False
+    counts: dict[str, int] = msgspec.field(default_factory=dict)
+
+
+@runtime_checkable
+class Source(Protocol):
+    """Evidence since a cursor. See ``hostcore_sources`` for the contract."""
+
+    name: str
+
+    def read(self, cursor: str | None) -> Any: ...
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """Work items (issues, pull requests) of one tracker. See ``hostcore_providers``."""
+
+    name: str
+
+    def owns(self, ref: Any) -> bool: ...
+
+    def scope_of(self, ref: Any) -> str: ...
+
+    def list_items(self) -> Any: ...
+
+    def closure(self, ref: Any) -> Any: ...
+
+
+@runtime_checkable
+class PolicyInput(Protocol):
+    """One input to the withholding policy. See ``hostcore_policy_inputs``."""
+
+    name: str
+
+    def withholds(self, directory: str, source_id: str) -> bool: ...
+
+    def fingerprint_part(self) -> str | None: ...
+
+
+@runtime_checkable
+class TelemetrySink(Protocol):
+    """Receives every catalogued event. See ``hostcore_telemetry_sinks``."""
+
+    name: str
+
+    def receive(self, event: Event) -> None: ...
+
+
+@runtime_checkable
+class Worker(Protocol):
+    """A step run once per tick. See ``hostcore_workers``."""
+
+    name: str
+
+    def run(self, host: Host) -> WorkerResult: ...
+
+
+@runtime_checkable
+class Destination(Protocol):
+    """Where the export stream is pushed. See ``hostcore_destinations``."""
+
+    name: str
+
+    def push(self, batch: Any) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A registration kind: the hook that returns it and what each object must have."""
+
+    key: str
+    hook: str
+    protocol: type
+    required: tuple[str, ...]
+
+
+KINDS: dict[str, Kind] = {
+    k.key: k
+    for k in (
+        Kind("source", "hostcore_sources", Source, ("read",)),
+        Kind("provider", "hostcore_providers", Provider,
+             ("owns", "scope_of", "list_items", "closure")),
+        Kind("policy_input", "hostcore_policy_inputs", PolicyInput,
+             ("withholds", "fingerprint_part")),
+        Kind("telemetry_sink", "hostcore_telemetry_sinks", TelemetrySink, ("receive",)),
+        Kind("worker", "hostcore_workers", Worker, ("run",)),
+        Kind("destination", "hostcore_destinations", Destination, ("push",)),
+    )
+}
+
+_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+
+
+def as_objects(result: object) -> list[object]:
+    """A hook may return one object, an iterable of them, or ``None``."""
+    if result is None:
+        return []
+    if isinstance(result, Iterable) and not isinstance(result, (str, bytes, Mapping)):
+        return list(result)
+    return [result]
+
+
+def validate(kind: Kind, obj: object, owner: str) -> None:
+    """Raise :class:`RegistrationError` naming ``owner`` if ``obj`` is not a valid ``kind``."""
+    name = getattr(obj, "name", None)
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise RegistrationError(
+            f"{owner}: {kind.hook} returned {type(obj).__name__} whose name {name!r} is not "
+            "a short lowercase identifier"
+        )
+    missing = [attr for attr in kind.required if not callable(getattr(obj, attr, None))]
+    if missing:
+        raise RegistrationError(
+            f"{owner}: {kind.key} {name!r} lacks required method(s) {', '.join(missing)}"
+        )

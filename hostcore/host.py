@@ -136,7 +136,7 @@ class Host:
         pm = self.plugins.pm
         hook = getattr(pm.hook, hook_name)
         everyone = [plugin for _, plugin in pm.list_name_plugin()]
-        for impl in reversed(hook.get_hookimpls()):  # registration order
+        for impl in hook.get_hookimpls():  # registration order
             others = [p for p in everyone if p is not impl.plugin]
             yield impl.plugin_name, pm.subset_hook_caller(hook_name, remove_plugins=others)
 

@@ -24,7 +24,18 @@ _LAZY = {
     "HostcoreError": "hostcore.errors",
 }
 
-__all__ = ["__version__", *_LAZY]
+__all__ = [
+    "ConfigError",
+    "Event",
+    "EventSpec",
+    "Host",
+    "HostcoreError",
+    "PluginLoadError",
+    "RecordError",
+    "__version__",
+    "hookimpl",
+    "hookspec",
+]
 
 if TYPE_CHECKING:
     from hostcore.errors import ConfigError, HostcoreError, PluginLoadError, RecordError

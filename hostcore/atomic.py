@@ -7,6 +7,7 @@ directory entry are both fsynced).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -35,10 +36,8 @@ def atomic_write(path: Path, data: bytes, mode: int = STATE_FILE_MODE) -> None:
         os.replace(tmp_name, path)
     except BaseException:
         # The temp file is ours alone; removing it loses nothing.
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp_name)
-        except FileNotFoundError:
-            pass
         raise
     fsync_dir(path.parent)
 

@@ -305,9 +305,11 @@ class Host:
         finally:
             os.close(fd)  # closing drops the flock
 
-    def run(self, stop: threading.Event, *, max_ticks: int | None = None) -> TickReport | None:
-        """Tick until ``stop`` is set: every ``[run] interval_seconds``, or at the
-        backlog cadence while a worker reports pending work. Returns the last report."""
+    def run(self, stop: threading.Event, *, max_ticks: int | None = None,
+            backlog_interval: float = BACKLOG_INTERVAL_SECONDS) -> TickReport | None:
+        """Tick until ``stop`` is set: every ``[run] interval_seconds``, or every
+        ``backlog_interval`` seconds while a worker reports pending work. Returns the
+        last report."""
         report = None
         ticks = 0
         while not stop.is_set():
@@ -316,7 +318,7 @@ class Host:
             if max_ticks is not None and ticks >= max_ticks:
                 break
             interval = self.config.settings.run.interval_seconds
-            stop.wait(min(interval, BACKLOG_INTERVAL_SECONDS) if report.pending else interval)
+            stop.wait(min(interval, backlog_interval) if report.pending else interval)
         return report
 
     # -- reporting ---------------------------------------------------------------

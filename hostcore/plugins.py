@@ -77,8 +77,8 @@ class PluginSet:
         """Register ``obj``; on a validation error record it (or raise if strict)."""
         if info.name in self.infos:
             other = self.infos[info.name]
-            return self.fail(info, f"plugin name {info.name!r} is already used by "
-                                   f"{other.distribution or 'another plugin'}")
+            return self.fail(info, f"plugin name {info.name!r} from {_origin(info)} is "
+                                   f"already used by {_origin(other)}")
         try:
             unknown = sorted(_unknown_hooks(obj))
             if unknown:
@@ -95,15 +95,18 @@ class PluginSet:
 
     def fail(self, info: PluginInfo, error: str, tb: str | None = None) -> bool:
         """Mark ``info`` failed, dropping its hooks; raise instead when strict."""
-        obj = self._objects.pop(info.name, None)
-        if obj is not None and self.pm.is_registered(obj):
-            self.pm.unregister(obj)
+        # Only the plugin that owns the name is unregistered: a second plugin
+        # claiming a taken name fails alone and is listed under a key of its own.
+        if self.infos.get(info.name) is info:
+            obj = self._objects.pop(info.name, None)
+            if obj is not None and self.pm.is_registered(obj):
+                self.pm.unregister(obj)
         info.status = "failed"
         info.error = error
         info.traceback = tb
         info.hooks = []
         info.registrations = []
-        self.infos[info.name] = info
+        self._record(info)
         where = f" ({info.distribution} {info.version})" if info.distribution else ""
         if self.strict:
             raise PluginLoadError(f"plugin {info.name!r}{where} failed: {error}")
@@ -111,6 +114,14 @@ class PluginSet:
         if tb:
             log.debug("%s", tb)
         return False
+
+    def _record(self, info: PluginInfo) -> None:
+        """Keep ``info`` listed, under its name unless another plugin holds it."""
+        key, n = info.name, 1
+        while self.infos.get(key, info) is not info:
+            n += 1
+            key = f"{info.name}#{n}"
+        self.infos[key] = info
 
     def object(self, name: str) -> object | None:
         return self._objects.get(name)
@@ -143,7 +154,22 @@ def load_plugins(
                                          status="loaded"))
     if load_entrypoints:
         _load_entry_points(plugins, env)
+    _check_pending(plugins)
     return plugins
+
+
+def _check_pending(plugins: PluginSet) -> None:
+    """Fail each plugin that implements a hook no spec defines (e.g. via ``specname``)."""
+    while True:
+        try:
+            plugins.pm.check_pending()
+            return
+        except pluggy.PluginValidationError as exc:
+            name = plugins.pm.get_name(exc.plugin)
+            info = plugins.infos.get(name) if name else None
+            if info is None or info.status == "builtin":
+                raise
+            plugins.fail(info, _one_line(exc))
 
 
 def _load_entry_points(plugins: PluginSet, env: Mapping[str, str]) -> None:
@@ -163,7 +189,7 @@ def _load_entry_points(plugins: PluginSet, env: Mapping[str, str]) -> None:
         canonical = canonical_name(dist_name)
         if (allow is not None and canonical not in allow) or canonical in block:
             info.status = "blocked"
-            plugins.infos.setdefault(ep.name, info)
+            plugins._record(info)
             continue
         try:
             obj = ep.load()
@@ -171,7 +197,6 @@ def _load_entry_points(plugins: PluginSet, env: Mapping[str, str]) -> None:
             plugins.fail(info, _one_line(exc), traceback.format_exc())
             continue
         plugins.register(obj, info)
-    plugins.pm.check_pending()
 
 
 def canonical_name(name: str) -> str:
@@ -189,8 +214,13 @@ def _unknown_hooks(obj: object) -> set[str]:
 
 
 def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+    # pluggy puts the offending argument names on later lines: keep them all.
+    text = "; ".join(line.strip() for line in str(exc).strip().splitlines() if line.strip())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _origin(info: PluginInfo) -> str:
+    return info.distribution or "a plugin object"
 
 
 def _host_version() -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Mapping
-from typing import Union
 
 import msgspec
 
@@ -22,8 +21,8 @@ from hostcore.errors import RegistrationError, TelemetryError
 
 log = logging.getLogger("hostcore.telemetry")
 
-AttrType = Union[type[int], type[bool], tuple[str, ...]]
-AttrValue = Union[int, bool, str]
+AttrType = type[int] | type[bool] | tuple[str, ...]
+AttrValue = int | bool | str
 
 
 class EventSpec(msgspec.Struct, frozen=True):
@@ -57,7 +56,8 @@ class Catalog:
         _check_spec(spec, owner)
         if spec.name in self._specs:
             raise RegistrationError(
-                f"event {spec.name!r} from {owner} is already catalogued by {self._owners[spec.name]}"
+                f"event {spec.name!r} from {owner} is already catalogued by "
+                f"{self._owners[spec.name]}"
             )
         self._specs[spec.name] = spec
         self._owners[spec.name] = owner

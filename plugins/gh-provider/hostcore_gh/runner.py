@@ -1,0 +1,275 @@
+"""Runs ``gh api -i`` and turns what it prints into a :class:`GhResponse`.
+
+``gh`` exits 1 for every HTTP error status (a ``304 Not Modified`` included) and
+can exit 0 while printing an error body, so its exit code says little. With
+``-i`` it prints the HTTP status line and the response headers before the body;
+the runner decides from those, and from nothing else:
+
+* an HTTP status line was printed → a :class:`GhResponse`, whatever the exit code;
+* nothing parseable was printed → a :class:`GhError` subclass saying why
+  (:class:`GhAuthError` when gh asks for a login, :class:`GhTransportError` when
+  no response arrived, :class:`GhProtocolError` for anything else).
+
+Transient failures — a 5xx status or no response at all — are retried with
+tenacity, at most ``attempts`` times in total; after that the last 5xx response
+is returned (the caller decides what it means) or the transport error raised.
+Nothing else is retried: a 4xx answer will not change by asking again.
+
+This module is shared: the GitHub capture plugin imports it and never runs
+``gh`` itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlencode
+
+import msgspec
+import tenacity
+
+# At most this many runs of gh per api() call (the first try included).
+GH_ATTEMPTS = 3
+# Backoff between those runs: exponential from 0.5 s, never more than 4 s.
+GH_RETRY_WAIT = tenacity.wait_exponential(multiplier=0.5, min=0.5, max=4)
+
+_LOGIN_HINT = "gh auth login"
+
+
+class GhError(Exception):
+    """gh did not produce an HTTP response the runner could read."""
+
+
+class GhUnavailable(GhError):
+    """gh is not installed, or does not run."""
+
+
+class GhTransportError(GhError):
+    """No HTTP response arrived (connection refused, DNS, timeout)."""
+
+
+class GhAuthError(GhError):
+    """gh has no usable credentials for the host; the message says to run ``gh auth login``."""
+
+
+class GhProtocolError(GhError):
+    """gh printed something that is neither an HTTP response nor a known error."""
+
+
+class GhResponse(msgspec.Struct):
+    """One HTTP response as ``gh api -i`` printed it.
+
+    ``headers`` has lower-case keys; a header sent more than once keeps its
+    values joined with ``", "``.
+    """
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        """The body parsed as JSON; :class:`GhProtocolError` if it is not JSON."""
+        try:
+            return json.loads(self.body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise GhProtocolError(
+                f"HTTP {self.status} response body is not JSON: {exc}"
+            ) from None
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+    @property
+    def rate_limited(self) -> bool:
+        """403 or 429 that GitHub marks as a rate limit (primary or secondary)."""
+        if self.status not in (403, 429):
+            return False
+        return self.headers.get("x-ratelimit-remaining") == "0" or "retry-after" in self.headers
+
+    @property
+    def auth_failed(self) -> bool:
+        """401, or a 403 that is not a rate limit: the credentials are missing or too weak."""
+        return self.status == 401 or (self.status == 403 and not self.rate_limited)
+
+    def rate_limit_reset(self, now: float | None = None) -> datetime | None:
+        """When a rate-limited request may be retried (UTC), from ``retry-after``
+        (seconds from ``now``) or ``x-ratelimit-reset`` (epoch seconds)."""
+        retry_after = self.headers.get("retry-after", "")
+        if retry_after.strip().isdigit():
+            base = time.time() if now is None else now
+            return datetime.fromtimestamp(base + int(retry_after), UTC)
+        reset = self.headers.get("x-ratelimit-reset", "")
+        if reset.strip().isdigit():
+            return datetime.fromtimestamp(int(reset), UTC)
+        return None
+
+    def message(self) -> str:
+        """GitHub's ``message`` field when the body has one, else a short reason."""
+        try:
+            data = json.loads(self.body)
+        except (ValueError, UnicodeDecodeError):
+            data = None
+        if isinstance(data, dict) and isinstance(data.get("message"), str):
+            return data["message"]
+        return f"HTTP {self.status}"
+
+
+def parse_output(stdout: bytes) -> GhResponse | None:
+    """Parse ``gh api -i`` output; ``None`` when it does not start with a status line.
+
+    gh ends the status line with ``\\n`` and header lines with ``\\r\\n``; both
+    are accepted. The body is everything after the first empty line.
+    """
+    head, body = _split_head(stdout)
+    if head is None:
+        return None
+    lines = head.decode("latin-1").splitlines()
+    parts = lines[0].split(" ", 2) if lines else []
+    if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+        return None
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if not sep:
+            return None
+        key = name.strip().lower()
+        value = value.strip()
+        headers[key] = f"{headers[key]}, {value}" if key in headers else value
+    return GhResponse(status=int(parts[1]), headers=headers, body=body)
+
+
+def _split_head(stdout: bytes) -> tuple[bytes | None, bytes]:
+    found = [(i, sep) for sep in (b"\r\n\r\n", b"\n\r\n", b"\n\n")
+             if (i := stdout.find(sep)) != -1]
+    if found:
+        index, sep = min(found)
+        return stdout[:index], stdout[index + len(sep):]
+    if stdout.startswith(b"HTTP/"):
+        return stdout.rstrip(b"\r\n"), b""  # a status line and headers, no body
+    return None, stdout
+
+
+def _is_transient(outcome: GhResponse) -> bool:
+    return outcome.status >= 500
+
+
+class GhRunner:
+    """Runs ``gh`` as a subprocess.
+
+    :param executable: the gh command (looked up on ``env``'s ``PATH``).
+    :param env: the environment for gh (default: this process's); the runner adds
+        variables that stop gh prompting or checking for updates.
+    :param timeout: seconds one gh run may take before it counts as a transport error.
+    :param attempts: runs per :meth:`api` call, the first included (tests inject 1).
+    :param wait: tenacity wait strategy between runs (tests inject ``wait_none()``).
+    """
+
+    def __init__(
+        self,
+        executable: str = "gh",
+        env: Mapping[str, str] | None = None,
+        timeout: float = 30,
+        *,
+        attempts: int = GH_ATTEMPTS,
+        wait: Callable[..., float] | tenacity.wait.wait_base = GH_RETRY_WAIT,
+    ) -> None:
+        self.executable = executable
+        base = dict(os.environ if env is None else env)
+        base.setdefault("GH_PROMPT_DISABLED", "1")
+        base.setdefault("GH_NO_UPDATE_NOTIFIER", "1")
+        base.setdefault("NO_COLOR", "1")
+        self.env = base
+        self.timeout = timeout
+        self.attempts = attempts
+        self.wait = wait
+        self._version_ok = False  # set once `gh --version` succeeded; never re-checked after
+        self.runs = 0  # gh subprocesses started, for status and tests
+
+    def availability(self) -> str | None:
+        """``None`` when gh runs, else a sentence saying why not. Cached once it runs."""
+        if self._version_ok:
+            return None
+        path = shutil.which(self.executable, path=self.env.get("PATH"))
+        if path is None:
+            return (f"the GitHub CLI ({self.executable!r}) is not installed or not on PATH; "
+                    "install gh to use this provider")
+        try:
+            done = subprocess.run([path, "--version"], capture_output=True, env=self.env,
+                                  timeout=self.timeout, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"the GitHub CLI ({path}) does not run: {type(exc).__name__}: {exc}"
+        if done.returncode != 0 or not done.stdout.startswith(b"gh version"):
+            return f"the GitHub CLI ({path}) does not run: `gh --version` failed"
+        self._version_ok = True
+        return None
+
+    def api(
+        self,
+        path: str,
+        *,
+        method: str = "GET",
+        headers: Mapping[str, str] = {},  # read only, never mutated
+        params: Mapping[str, str] | None = None,
+    ) -> GhResponse:
+        """Request ``path`` (``repos/o/r/issues``) through ``gh api -i``.
+
+        Returns the response for any HTTP status, after retrying 5xx ones; raises
+        :class:`GhUnavailable`, :class:`GhAuthError`, :class:`GhTransportError`
+        (after retries) or :class:`GhProtocolError` when there is no response.
+        """
+        target = path.lstrip("/")
+        if params:
+            target = f"{target}{'&' if '?' in target else '?'}{urlencode(dict(params))}"
+        argv = [self.executable, "api", "-i", "-X", method.upper(), target]
+        for name, value in headers.items():
+            argv += ["-H", f"{name}: {value}"]
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(self.attempts),
+            wait=self.wait,
+            retry=(tenacity.retry_if_exception_type(GhTransportError)
+                   | tenacity.retry_if_result(_is_transient)),
+            # Out of attempts: hand back the last 5xx response, or re-raise the
+            # last transport error; never tenacity's RetryError.
+            retry_error_callback=lambda state: state.outcome.result(),
+            reraise=True,
+        )
+        return retrying(self._run_once, argv)
+
+    def _run_once(self, argv: list[str]) -> GhResponse:
+        self.runs += 1
+        try:
+            done = subprocess.run(argv, capture_output=True, env=self.env,
+                                  timeout=self.timeout, check=False)
+        except FileNotFoundError:
+            raise GhUnavailable(
+                f"the GitHub CLI ({self.executable!r}) is not installed or not on PATH"
+            ) from None
+        except PermissionError as exc:
+            raise GhUnavailable(f"the GitHub CLI ({self.executable!r}) does not run: {exc}") \
+                from None
+        except subprocess.TimeoutExpired:
+            raise GhTransportError(f"gh did not answer within {self.timeout:g} s") from None
+        response = parse_output(done.stdout)
+        if response is not None:
+            return response
+        stderr = done.stderr.decode("utf-8", "replace").strip()
+        if _LOGIN_HINT in stderr or "authentication" in stderr.lower():
+            raise GhAuthError(f"gh is not logged in: run `gh auth login` ({_first_line(stderr)})")
+        if done.returncode != 0:
+            raise GhTransportError(
+                f"gh got no HTTP response (exit {done.returncode}): {_first_line(stderr)}"
+            )
+        printed = _first_line(done.stdout.decode("utf-8", "replace"))
+        raise GhProtocolError(f"gh exited 0 without an HTTP status line: {printed}")
+
+
+def _first_line(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else "(no output)"
+    return line[:300]

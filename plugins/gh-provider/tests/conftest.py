@@ -1,0 +1,237 @@
+"""Test doubles for gh: a fake ``gh`` executable, and a fake GitHub for the real one.
+
+``fake_gh`` puts a Python script named ``gh`` first on a ``PATH`` of its own. The
+script behaves like ``gh api -i``: it prints an HTTP status line, headers and a
+body, exits 1 for a status of 300 or more (as gh does, 304 included) and 0
+otherwise, and appends every call to a log. Routes and the log live in files,
+so the double serves any number of processes (``hostcore poll --once`` from a
+test is a separate process). A route answers with its replies in order; its last
+reply repeats. A request no route matches gets a 404.
+
+``fake_github`` is a plain-HTTP server on 127.0.0.1 for the real ``gh`` binary:
+gh 2.23 sends requests for ``GH_HOST=github.localhost`` to
+``http://api.github.localhost/`` and honours ``HTTP_PROXY``, so pointing the proxy
+at the server makes it GitHub's API. ``GH_CONFIG_DIR`` is an empty folder, so no
+real credential is ever read.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import sys
+import threading
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+
+_SCRIPT = r'''#!__PYTHON__
+import json, os, sys
+from urllib.parse import parse_qsl, urlsplit
+
+state = os.environ["FAKE_GH_DIR"]
+args = sys.argv[1:]
+if args == ["--version"]:
+    print("gh version 2.99.0 (fake)")
+    sys.exit(0)
+method, headers, target = "GET", {}, None
+rest = args[1:] if args[:1] == ["api"] else []
+i = 0
+while i < len(rest):
+    a = rest[i]
+    if a == "-i":
+        i += 1
+    elif a == "-X":
+        method = rest[i + 1]; i += 2
+    elif a == "-H":
+        k, _, v = rest[i + 1].partition(":"); headers[k.strip().lower()] = v.strip(); i += 2
+    else:
+        target = a; i += 1
+parts = urlsplit(target or "")
+query = dict(parse_qsl(parts.query))
+with open(os.path.join(state, "routes.json")) as f:
+    routes = json.load(f)
+calls_path = os.path.join(state, "calls.jsonl")
+previous = []
+if os.path.exists(calls_path):
+    with open(calls_path) as f:
+        previous = [json.loads(line) for line in f if line.strip()]
+best = None
+for index, route in enumerate(routes):
+    if route["method"] != method or route["path"] != parts.path.lstrip("/"):
+        continue
+    if any(query.get(k) != v for k, v in route["query"].items()):
+        continue
+    if best is None or len(route["query"]) > len(routes[best]["query"]):
+        best = index
+if best is None:
+    reply = {"status": 404, "headers": {}, "body": '{"message": "Not Found"}'}
+else:
+    seen = sum(1 for c in previous if c.get("route") == best)
+    replies = routes[best]["replies"]
+    reply = replies[min(seen, len(replies) - 1)]
+with open(calls_path, "a") as f:
+    f.write(json.dumps({"argv": args, "method": method, "path": parts.path.lstrip("/"),
+                        "query": query, "headers": headers, "route": best}) + "\n")
+if reply.get("raw") is not None:
+    sys.stdout.write(reply["raw"])
+else:
+    status = reply["status"]
+    sys.stdout.write(f"HTTP/2.0 {status} {reply.get('reason', 'Fake')}\n")
+    for k, v in reply["headers"].items():
+        sys.stdout.write(f"{k}: {v}\r\n")
+    sys.stdout.write("\r\n")
+    sys.stdout.write(reply["body"])
+if reply.get("stderr"):
+    sys.stderr.write(reply["stderr"])
+code = reply.get("exit")
+if code is None:
+    code = 1 if reply.get("raw") is None and reply["status"] >= 300 else 0
+sys.exit(code)
+'''
+
+
+def reply(
+    status: int = 200,
+    json_body: Any = None,
+    *,
+    headers: Mapping[str, str] | None = None,
+    body: str | None = None,
+    exit: int | None = None,
+    stderr: str | None = None,
+    raw: str | None = None,
+) -> dict[str, Any]:
+    """One canned answer. ``raw`` replaces the whole stdout (no status line printed);
+    ``exit`` overrides gh's exit rule (1 for a status of 300 or more)."""
+    text = body if body is not None else json.dumps(json_body if json_body is not None else {})
+    return {"status": status, "headers": dict(headers or {}), "body": text,
+            "exit": exit, "stderr": stderr, "raw": raw}
+
+
+class FakeGh:
+    """Handle on one fake ``gh``: add routes, read the calls it received."""
+
+    reply = staticmethod(reply)
+
+    def __init__(self, root: Path) -> None:
+        self.bin_dir = root / "bin"
+        self.state_dir = root / "state"
+        self.bin_dir.mkdir(parents=True)
+        self.state_dir.mkdir(parents=True)
+        script = self.bin_dir / "gh"
+        script.write_text(_SCRIPT.replace("__PYTHON__", sys.executable))
+        script.chmod(0o755)
+        self._routes: list[dict[str, Any]] = []
+        self._save()
+        self.env = {
+            "PATH": f"{self.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+            "FAKE_GH_DIR": str(self.state_dir),
+            "HOME": str(root),
+        }
+
+    def route(self, path: str, *replies: dict[str, Any], method: str = "GET",
+              query: Mapping[str, str] | None = None) -> None:
+        """Answer ``method path`` (query items in ``query`` must match) with ``replies``."""
+        self._routes.append({"method": method, "path": path.lstrip("/"),
+                             "query": dict(query or {}), "replies": list(replies)})
+        self._save()
+
+    def calls(self) -> list[dict[str, Any]]:
+        log = self.state_dir / "calls.jsonl"
+        if not log.exists():
+            return []
+        return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+
+    def clear_calls(self) -> None:
+        (self.state_dir / "calls.jsonl").unlink(missing_ok=True)
+
+    def _save(self) -> None:
+        (self.state_dir / "routes.json").write_text(json.dumps(self._routes))
+
+
+@pytest.fixture
+def fake_gh(tmp_path: Path) -> FakeGh:
+    return FakeGh(tmp_path / "fake-gh")
+
+
+class FakeGitHub:
+    """A plain-HTTP stand-in for api.github.com, with canned replies per path."""
+
+    def __init__(self) -> None:
+        self.routes: dict[str, list[tuple[int, dict[str, str], Any]]] = {}
+        self.config_dir = Path()
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        handler = self._handler()
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def route(self, path: str, status: int = 200, body: Any = None,
+              headers: Mapping[str, str] | None = None) -> None:
+        """Answer ``path`` (with its query string, in gh's order) with one more reply."""
+        self.routes.setdefault(path, []).append((status, dict(headers or {}), body))
+
+    def env(self) -> dict[str, str]:
+        """The environment for the real gh: this server as github.localhost's API."""
+        config_dir = self.config_dir
+        proxy = f"http://127.0.0.1:{self.port}"
+        return {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(config_dir),
+            "GH_CONFIG_DIR": str(config_dir),
+            "GH_HOST": "github.localhost",
+            "GH_TOKEN": "test-token-not-real",
+            "HTTP_PROXY": proxy,
+            "http_proxy": proxy,
+            "NO_PROXY": "",
+            "no_proxy": "",
+        }
+
+    def _handler(self) -> type[http.server.BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                parts = urlsplit(self.path)
+                key = parts.path + (f"?{parts.query}" if parts.query else "")
+                with fake._lock:
+                    fake.requests.append({"host": self.headers.get("Host"), "path": parts.path,
+                                          "query": dict(parse_qsl(parts.query)),
+                                          "authorization": self.headers.get("Authorization")})
+                    replies = fake.routes.get(key) or fake.routes.get(parts.path)
+                    if replies:
+                        status, headers, body = replies[0] if len(replies) == 1 \
+                            else replies.pop(0)
+                    else:
+                        status, headers, body = 404, {}, {"message": "Not Found"}
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json; charset=utf-8")
+                self.send_header("Content-Length", str(len(data)))
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        return Handler
+
+
+@pytest.fixture
+def fake_github(tmp_path: Path) -> Iterator[FakeGitHub]:
+    server = FakeGitHub()
+    server.thread.start()
+    server.config_dir = tmp_path / "gh-config"
+    server.config_dir.mkdir()
+    try:
+        yield server
+    finally:
+        server.server.shutdown()
+        server.server.server_close()

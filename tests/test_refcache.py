@@ -1,0 +1,99 @@
+"""The ref cache: destination-keyed, disposable, bound to the store."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from hostcore.ref import Ref
+from hostcore.refcache import CACHE_PATH, CachedRefs, RefCache
+
+GOVERNED = Ref(content=40, context="c1", terms="t1", decisions="d1")
+
+
+def saved(root, destination="dir:/a", store="store-1", ref=GOVERNED) -> RefCache:
+    cache = RefCache(root)
+    cached = cache.load(destination)
+    cached.bind_store(store)
+    cached.record("main", ref)
+    cache.save(cached)
+    return cache
+
+
+def test_round_trip_for_the_same_destination(tmp_path):
+    cache = saved(tmp_path)
+    loaded = cache.load("dir:/a")
+    assert loaded.ref("main") == GOVERNED
+    assert loaded.store == "store-1"
+    assert (tmp_path / CACHE_PATH).is_file()
+
+
+def test_another_destinations_cache_is_discarded_not_reconciled(tmp_path):
+    cache = saved(tmp_path, destination="dir:/a")
+    other = cache.load("dir:/b")
+    assert other == CachedRefs(destination="dir:/b")
+    assert other.ref("main") == Ref()
+    # Loading for another destination does not touch the file; saving replaces it.
+    assert cache.load("dir:/a").ref("main") == GOVERNED
+    cache.save(other)
+    assert cache.load("dir:/a").ref("main") == Ref()
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"\x00\xff\xfegarbage", b"", b"{not json", b"[]", b'{"streams": {}}',
+     b'{"destination": "dir:/a", "streams": {"main": {"content": "x"}}}', "\udcff"],
+)
+def test_unreadable_file_loads_as_empty(tmp_path, content):
+    path = tmp_path / CACHE_PATH
+    path.parent.mkdir(parents=True)
+    if isinstance(content, str):
+        content = content.encode("utf-8", "surrogateescape")
+    path.write_bytes(content)
+    cache = RefCache(tmp_path)
+    assert cache.load("dir:/a") == CachedRefs(destination="dir:/a")
+    assert cache.load_observed().ref() == Ref()
+    assert path.read_bytes() == content  # never repaired in place
+
+
+def test_missing_file_loads_as_empty(tmp_path):
+    assert RefCache(tmp_path).load("dir:/a").streams == {}
+
+
+def test_store_identity_change_drops_positions_and_keeps_identities(tmp_path):
+    cache = saved(tmp_path, store="store-1")
+    cached = cache.load("dir:/a")
+    cached.record("side", Ref(content=7, terms="t9"))
+    assert cached.bind_store("store-1") is False
+    assert cached.ref("main") == GOVERNED
+    assert cached.bind_store("store-2") is True
+    assert cached.ref("main") == Ref(context="c1", terms="t1", decisions="d1")
+    assert cached.ref("side") == Ref(terms="t9")
+    assert cached.store == "store-2"
+
+
+def test_binding_a_cache_that_recorded_no_store_drops_its_positions(tmp_path):
+    cached = CachedRefs(destination="d", streams={"main": GOVERNED})
+    assert cached.bind_store("store-1") is True
+    assert cached.ref().content == 0 and cached.ref().context == "c1"
+
+
+def test_load_observed_reads_any_destination_but_cannot_be_saved(tmp_path):
+    cache = saved(tmp_path, destination="dir:/a")
+    observed = cache.load_observed()
+    assert observed.destination == "dir:/a"
+    assert observed.ref("main") == GOVERNED
+    with pytest.raises(TypeError, match="load"):
+        cache.save(observed)  # type: ignore[arg-type]
+    with pytest.raises(AttributeError):
+        observed.destination = "x"  # type: ignore[misc]
+
+
+def test_file_is_plain_json_with_the_ref_wire_names(tmp_path):
+    saved(tmp_path)
+    data = msgspec.json.decode((tmp_path / CACHE_PATH).read_bytes())
+    assert data == {
+        "destination": "dir:/a",
+        "store": "store-1",
+        "streams": {"main": {"content": 40, "context": "c1", "terms": "t1", "decisions": "d1"}},
+    }

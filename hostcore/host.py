@@ -252,6 +252,18 @@ class Host:
         """Run ``closer`` when the host closes (store connections, open files)."""
         self._closers.append(closer)
 
+    @property
+    def freshness(self) -> Any:
+        """This process's :class:`~hostcore.freshness.Freshness` tracker of the export
+        stream's observed ref: ``host.freshness.check()`` names the governance
+        components that moved since the previous check (nothing on the first)."""
+        tracker = self.__dict__.get("_freshness")
+        if tracker is None:
+            from hostcore.freshness import Freshness
+
+            tracker = self.__dict__.setdefault("_freshness", Freshness.observing(self.root))
+        return tracker
+
     # -- the tick loop -----------------------------------------------------------
 
     def tick(self, stop: threading.Event | None = None) -> TickReport:

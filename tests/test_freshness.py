@@ -92,3 +92,17 @@ def test_observing_reads_the_ref_cache_on_disk(tmp_path):
     cache.save(cached)
     assert tracker.check() == ["context"]
     assert tracker.check() == []
+
+
+def test_host_exposes_one_tracker_over_its_own_ref_cache(make_host):
+    host = make_host()
+    assert host.freshness is host.freshness
+    assert host.freshness.check() == []
+    cache = RefCache(host.root)
+    cached = cache.load("dir:/a")
+    cached.record("main", Ref(context="c1", decisions="d1"))
+    cache.save(cached)
+    assert host.freshness.check() == []
+    cached.record("main", Ref(context="c1", decisions="d2"))
+    cache.save(cached)
+    assert host.freshness.check() == ["decisions"]

@@ -21,7 +21,8 @@ def test_host_events_land_in_the_state_folder(make_host):
 
 
 def test_defaults_apply_without_a_plugin_table(make_host):
-    (sink,) = make_host(jsonl_plugin).registered("telemetry_sink")
+    sinks = make_host(jsonl_plugin).registered("telemetry_sink")
+    (sink,) = [s for s in sinks if s.name == "jsonl"]
     assert (sink.max_bytes, sink.keep) == (MAX_BYTES, KEEP)
 
 

@@ -1,0 +1,46 @@
+"""``import hostcore`` is cheap and loads no plugin: checked in a fresh interpreter."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+HEAVY = ("pluggy", "click", "msgspec", "sqlite3", "importlib_metadata", "platformdirs",
+         "tenacity")
+
+
+def modules_after(code: str) -> set[str]:
+    script = f"import json, sys\n{code}\nprint(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
+                         text=True)
+    return set(json.loads(out.stdout.splitlines()[-1]))
+
+
+def test_import_hostcore_imports_no_plugin_machinery_or_plugin():
+    loaded = modules_after("import hostcore\nhostcore.__version__")
+    assert {m for m in loaded if m.split(".")[0] in HEAVY} == set()
+    assert {m for m in loaded if m.startswith("hostcore")} == {"hostcore"}
+
+
+def test_importing_the_host_class_still_loads_no_plugin():
+    loaded = modules_after("from hostcore import Host")
+    assert "pluggy" in loaded  # the host module itself did load
+    plugin_modules = {m for m in loaded if m.startswith("hostcore_")}
+    assert plugin_modules == set()
+    assert "hostcore.builtins.core" not in loaded
+
+
+def test_version_flag_loads_no_plugin_machinery():
+    script = (
+        "import json, sys\n"
+        "from hostcore.__main__ import main\n"
+        "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
+                         text=True)
+    version_line, modules_line = out.stdout.splitlines()
+    assert version_line.startswith("hostcore ")
+    loaded = set(json.loads(modules_line))
+    assert {m for m in loaded if m.split(".")[0] in HEAVY} == set()

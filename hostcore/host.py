@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import logging
 import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
@@ -31,6 +32,11 @@ from hostcore.config import Config, Settings, describe_error, load_config
 from hostcore.errors import ConfigError, RegistrationError
 from hostcore.plugins import PluginInfo, PluginSet, Registration, load_plugins
 from hostcore.telemetry import AttrValue, Catalog, Event, Telemetry
+
+if TYPE_CHECKING:
+    from hostcore.policy import Policy
+    from hostcore.seam import ExportSeam
+    from hostcore.store import Store
 
 log = logging.getLogger("hostcore.host")
 
@@ -251,6 +257,29 @@ class Host:
     def on_close(self, closer: Callable[[], None]) -> None:
         """Run ``closer`` when the host closes (store connections, open files)."""
         self._closers.append(closer)
+
+    @functools.cached_property
+    def store(self) -> Store:
+        """The evidence store, ``<root>/store.sqlite3``, opened on first use."""
+        from hostcore.store import STORE_FILE_NAME, Store
+
+        store = Store(self.root / STORE_FILE_NAME)
+        self.on_close(store.close)
+        return store
+
+    @functools.cached_property
+    def policy(self) -> Policy:
+        """The live withholding policy over every registered policy input."""
+        from hostcore.policy import Policy
+
+        return Policy(self.policy_inputs)
+
+    @functools.cached_property
+    def seam(self) -> ExportSeam:
+        """The export seam: the only way evidence rows leave :attr:`store`."""
+        from hostcore.seam import ExportSeam
+
+        return ExportSeam(self.store, self.policy)
 
     @property
     def freshness(self) -> Any:

@@ -1,0 +1,137 @@
+"""The export seam: the one way evidence rows leave the store.
+
+``read_rows_since(partition, cursor, columns)`` streams the rows after
+``cursor`` (a position), in position order, as ``(position, *columns)`` tuples,
+keeping back every row the live withholding policy withholds.
+
+How a read works (and why it is fast): rows do not carry their directory and
+source as text but the id of their *scope*, a distinct (directory, source) pair.
+Each read opens its own read-only connection and one read transaction; inside
+it, it reads the scopes, asks the policy once per scope (cached per pair, see
+:mod:`hostcore.policy`) and hands the withheld scope ids to SQLite, which skips
+those rows itself. Rows are fetched in chunks, so memory does not grow with the
+number of rows read. Because scopes and rows are read in the same transaction,
+every row the read can see belongs to a scope the policy evaluated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import TYPE_CHECKING
+
+from hostcore.errors import HostcoreError
+
+if TYPE_CHECKING:
+    from hostcore.policy import Policy
+    from hostcore.store import Store
+
+# Rows fetched from SQLite per round trip; bounds the memory of a read.
+FETCH_ROWS = 1024
+
+# Column name -> SQL expression over evidence r, partitions p, scopes s.
+COLUMNS: dict[str, str] = {
+    "partition": "p.name",
+    "source_id": "s.source_id",
+    "session_id": "r.session_id",
+    "ts": "r.ts",
+    "directory": "s.directory",
+    "git_remote": "r.git_remote",
+    "payload": "r.payload",
+    "key": "r.key",
+}
+
+
+class SeamError(HostcoreError, ValueError):
+    """A read asked for something the seam does not offer (an unknown column)."""
+
+
+class ExportSeam:
+    """Reads evidence under the live withholding policy (``host.seam``).
+
+    :param fetch_rows: rows per fetch (memory bound of a read; tests shrink it).
+    """
+
+    def __init__(self, store: Store, policy: Policy, *, fetch_rows: int = FETCH_ROWS) -> None:
+        self._store = store
+        self._policy = policy
+        self._fetch_rows = fetch_rows
+
+    def export_policy_fingerprint(self) -> str:
+        """The live policy's fingerprint; two small reads, no row reads."""
+        return self._policy.fingerprint()
+
+    async def read_rows_since(self, partition: str | None, cursor: int,
+                              columns: Sequence[str]) -> AsyncIterator[tuple]:
+        """Yield ``(position, *columns)`` for each permitted row after ``cursor``,
+        in position order; ``partition=None`` reads every partition.
+
+        The policy is evaluated when iteration starts. Between chunks the event
+        loop gets a turn, so a long read does not starve other tasks.
+        """
+        chunks = self._chunks(partition, cursor, columns)
+        try:
+            for chunk in chunks:
+                for row in chunk:
+                    yield row
+                await asyncio.sleep(0)
+        finally:
+            chunks.close()
+
+    def read_rows_since_sync(self, partition: str | None, cursor: int,
+                             columns: Sequence[str]) -> Iterator[tuple]:
+        """The synchronous twin of :meth:`read_rows_since` (same rows, same order)."""
+        chunks = self._chunks(partition, cursor, columns)
+        return (row for chunk in chunks for row in chunk)
+
+    def _chunks(self, partition: str | None, cursor: int,
+                columns: Sequence[str]) -> Iterator[list[tuple]]:
+        sql = _select(partition, columns)
+        _check_cursor(cursor)
+        return self._run(sql, partition, cursor)
+
+    def _run(self, sql: str, partition: str | None, cursor: int) -> Iterator[list[tuple]]:
+        db = self._store._open_reader()
+        try:
+            # One read transaction: the scopes evaluated and the rows read are the
+            # same snapshot, whatever writers do meanwhile.
+            db.execute("BEGIN")
+            withheld = self._policy.withheld(db.execute(
+                "SELECT id, directory, source_id FROM scopes"))
+            params: list[object] = [cursor, json.dumps(withheld)]
+            if partition is not None:
+                params.append(partition)
+            rows = db.execute(sql, params)
+            fetch = self._fetch_rows
+            while chunk := rows.fetchmany(fetch):
+                yield chunk
+        finally:
+            db.close()
+
+
+def _check_cursor(cursor: int) -> None:
+    if isinstance(cursor, bool) or not isinstance(cursor, int) or cursor < 0:
+        raise SeamError(f"cursor {cursor!r}: expected a position (an int >= 0)")
+
+
+def _select(partition: str | None, columns: Sequence[str]) -> str:
+    if isinstance(columns, str):
+        raise SeamError(f"columns {columns!r}: expected a sequence of column names, "
+                        "not one string")
+    unknown = [c for c in columns if c not in COLUMNS]
+    if unknown:
+        raise SeamError(f"unknown column(s) {', '.join(map(repr, unknown))}; "
+                        f"the seam offers {', '.join(COLUMNS)}")
+    exprs = [COLUMNS[c] for c in columns]
+    joins = ""
+    if any(e.startswith("p.") for e in exprs):
+        joins += " JOIN partitions p ON p.id = r.part"
+    if any(e.startswith("s.") for e in exprs):
+        joins += " JOIN scopes s ON s.id = r.scope"
+    where = "r.position > ? AND r.scope NOT IN (SELECT value FROM json_each(?))"
+    if partition is not None:
+        where += " AND r.part = (SELECT id FROM partitions WHERE name = ?)"
+    select = ", ".join(["r.position", *exprs])
+    return f"SELECT {select} FROM evidence r{joins} WHERE {where} ORDER BY r.position"
+

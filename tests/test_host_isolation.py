@@ -61,8 +61,10 @@ def two_hosts(tmp_path):
 
 def test_each_host_sees_only_its_own_plugins(two_hosts):
     (host_a, _), (host_b, _) = two_hosts
-    assert [w.name for w in host_a.workers] == ["worker-a"]
-    assert [w.name for w in host_b.workers] == ["worker-b"]
+    assert "worker-a" in [w.name for w in host_a.workers]
+    assert "worker-b" not in [w.name for w in host_a.workers]
+    assert "worker-b" in [w.name for w in host_b.workers]
+    assert "worker-a" not in [w.name for w in host_b.workers]
     assert "counting-a" in host_a.plugins.infos
     assert "counting-a" not in host_b.plugins.infos
     assert host_a.plugins.pm is not host_b.plugins.pm
@@ -81,7 +83,7 @@ def test_events_reach_only_the_emitting_hosts_sinks_and_catalog(two_hosts):
     a.received.clear()
     b.received.clear()
     host_a.tick()
-    assert a.received == ["a.ran", "tick.completed"]
+    assert {"a.ran", "tick.completed"} <= set(a.received)
     assert b.received == []
     with pytest.raises(TelemetryError, match=r"a\.ran"):
         host_b.emit("a.ran", runs=1)

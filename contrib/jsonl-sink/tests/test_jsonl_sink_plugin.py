@@ -17,7 +17,8 @@ def test_host_events_land_in_the_state_folder(make_host):
     host.tick()
     path = host.root / "plugins" / "jsonl-sink" / FILE_NAME
     names = [json.loads(line)["name"] for line in path.read_text().splitlines()]
-    assert names == ["plugins.loaded", "tick.completed"]
+    assert names[0] == "plugins.loaded"
+    assert names[-1] == "tick.completed"
 
 
 def test_defaults_apply_without_a_plugin_table(make_host):

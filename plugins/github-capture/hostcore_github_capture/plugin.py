@@ -1,5 +1,40 @@
-"""The ``github-capture`` plugin module, named by the distribution's entry point.
+"""Registration: the ``github-capture`` worker, its events and the ``capture`` commands.
 
-It registers nothing yet: the observed-repositories sidecar and the event capture
-are added to it, with their hook implementations, as they are built.
+The worker runs the sidecar tick and then the capture step (see
+:mod:`hostcore_github_capture.worker`). Capture is a worker step rather than a
+source on purpose: it must run after the sidecar has re-derived its triggers
+in the same tick, so a repository withheld a moment ago is never polled on
+the strength of the inventory from before.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from hostcore.markers import hookimpl
+
+if TYPE_CHECKING:
+    import click
+
+    from hostcore.host import Host
+
+
+@hookimpl
+def hostcore_events():
+    from hostcore_github_capture.events import EVENTS
+
+    return EVENTS
+
+
+@hookimpl
+def hostcore_workers(host: Host):
+    from hostcore_github_capture.worker import CaptureWorker
+
+    return CaptureWorker(host)
+
+
+@hookimpl
+def hostcore_commands(cli: click.Group) -> None:
+    from hostcore_github_capture.commands import register
+
+    register(cli)

@@ -1,0 +1,142 @@
+"""``hostcore capture``: status, ignore, revalidate.
+
+Keys of ``capture status --json`` (stable): ``inventory`` (repositories derived),
+``capturing`` (what capture may poll now), ``ignored`` (size of the ignore list),
+``revalidation`` (``null``, or ``trigger``, ``rows_read``, ``confirmed``,
+``partitions_done``, ``partitions_total``, ``slices``),
+``last_derivation_age_seconds`` (``null`` when never derived), ``pending``,
+``rate_limited_for_seconds``. Counts only: no repository is named.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import click
+import msgspec
+
+from hostcore.cli import emit_json, json_option, pass_host
+
+if TYPE_CHECKING:
+    from hostcore.host import Host
+    from hostcore_github_capture.sidecar import TickOutcome
+    from hostcore_github_capture.worker import CaptureWorker
+
+
+def find_worker(host: Host) -> CaptureWorker:
+    from hostcore_github_capture.worker import PLUGIN_NAME
+
+    for worker in host.workers:
+        if worker.name == PLUGIN_NAME:
+            return worker
+    raise click.ClickException("the github-capture worker is not registered")
+
+
+def status_report(worker: CaptureWorker) -> dict[str, Any]:
+    sidecar = worker.sidecar
+    state = sidecar.state.load()
+    now = worker.clock()
+    capturing, _ = sidecar.capture_set()
+    progress = sidecar.progress()
+    backoff = worker.capturer.state.load().backoff_until
+    return {
+        "inventory": len(state.repos),
+        "capturing": len(capturing),
+        "ignored": len(state.ignore),
+        "revalidation": None if progress is None else msgspec.to_builtins(progress),
+        "last_derivation_age_seconds": (None if state.derived_at is None
+                                        else max(0, int(now - state.derived_at))),
+        "pending": sidecar.pending(),
+        "rate_limited_for_seconds": max(0, int(backoff - now)),
+    }
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(capture_group)
+
+
+@click.group("capture")
+def capture_group() -> None:
+    """The GitHub capture sidecar: its repository inventory and event capture."""
+
+
+@capture_group.command("status")
+@json_option
+@pass_host
+def status_command(host: Host, as_json: bool) -> None:
+    """Show the inventory's size, revalidation progress, derivation age and pending work."""
+    with host.step_lock():
+        report = status_report(find_worker(host))
+    if as_json:
+        emit_json(report)
+        return
+    age = report["last_derivation_age_seconds"]
+    click.echo(f"inventory: {report['inventory']} repositories "
+               f"({report['capturing']} capturing, {report['ignored']} ignored)")
+    click.echo(f"last derivation: {'never' if age is None else f'{age} s ago'}")
+    progress = report["revalidation"]
+    click.echo("revalidation: " + ("none under way" if progress is None else _progress(progress)))
+    click.echo(f"pending: {'yes' if report['pending'] else 'no'}")
+    if report["rate_limited_for_seconds"]:
+        click.echo(f"rate limited for another {report['rate_limited_for_seconds']} s")
+
+
+@capture_group.command("ignore")
+@click.argument("repository")
+@click.option("--remove", is_flag=True, help="Take the repository off the ignore list.")
+@pass_host
+def ignore_command(host: Host, repository: str, remove: bool) -> None:
+    """Never capture REPOSITORY (OWNER/REPO or a remote URL) from now on.
+
+    Forward-only: events already stored stay. --remove lets capture resume.
+    """
+    from hostcore_github_capture.remotes import parse_repo_argument
+
+    key = parse_repo_argument(repository)
+    if key is None:
+        raise click.BadParameter(f"{repository!r} is not OWNER/REPO or a GitHub remote URL",
+                                 param_hint="REPOSITORY")
+    sidecar = find_worker(host).sidecar
+    with host.step_lock():
+        state = sidecar.state.load()
+        ignore = set(state.ignore) - {key} if remove else set(state.ignore) | {key}
+        if ignore != set(state.ignore):
+            sidecar.state.save(msgspec.structs.replace(state, ignore=sorted(ignore)))
+    click.echo(f"{key}: {'no longer ignored' if remove else 'ignored'}")
+
+
+@capture_group.command("revalidate")
+@json_option
+@pass_host
+def revalidate_command(host: Host, as_json: bool) -> None:
+    """Start a revalidation pass now (or finish the one under way), slice by slice.
+
+    Each slice reads at most the per-tick row budget under the step lock, so a
+    running daemon interleaves with it; a progress line follows every slice.
+    """
+    sidecar = find_worker(host).sidecar
+    request = True
+    ticks = rows = 0
+    while True:
+        with host.step_lock():
+            outcome: TickOutcome = sidecar.tick(request=request)
+            progress = sidecar.progress()
+        request = False
+        ticks += 1
+        rows += outcome.rows_read
+        if progress is None:
+            break
+        click.echo(f"revalidation: {_progress(msgspec.to_builtins(progress))}", err=True)
+    state = sidecar.state.load()
+    result = {"ticks": ticks, "rows_read": rows, "inventory": len(state.repos)}
+    if as_json:
+        emit_json(result)
+    else:
+        click.echo(f"revalidation complete: {ticks} slice(s), {rows} rows read, "
+                   f"{len(state.repos)} repositories in the inventory")
+
+
+def _progress(progress: dict[str, Any]) -> str:
+    return (f"{progress['partitions_done']}/{progress['partitions_total']} partitions, "
+            f"{progress['rows_read']} rows read, {progress['confirmed']} repositories "
+            f"confirmed (trigger: {progress['trigger']})")

@@ -1,0 +1,47 @@
+"""The plugin's telemetry events: counts, booleans and enums, never a name or a path."""
+
+from __future__ import annotations
+
+from hostcore.telemetry import EventSpec
+from hostcore_github_capture.sidecar import TRIGGERS
+
+EVENTS = (
+    EventSpec(
+        "capture.revalidation_started",
+        {"trigger": TRIGGERS, "prior_inventory": int, "restarted": bool},
+        "A revalidation pass of the observed-repositories inventory started: why, how "
+        "many repositories the inventory held, and whether it replaced a pass under way.",
+    ),
+    EventSpec(
+        "capture.revalidation_slice",
+        {"rows_read": int, "budget": int, "partitions_done": int, "partitions_total": int,
+         "confirmed": int},
+        "A revalidation tick used its whole row budget: rows read, the budget, "
+        "partitions completed out of those discovered, repositories confirmed so far.",
+    ),
+    EventSpec(
+        "capture.revalidation_completed",
+        {"rows_read": int, "confirmed": int, "retired": int, "admitted": int, "slices": int,
+         "unrecognised": int},
+        "A revalidation pass swapped in a new inventory: rows read over the pass, "
+        "repositories confirmed, retired and newly admitted, ticks taken, and remotes "
+        "that were not GitHub repositories.",
+    ),
+    EventSpec(
+        "capture.inventory_extended",
+        {"rows_read": int, "added": int, "unrecognised": int, "budget_exhausted": bool},
+        "An ordinary tick read new rows of grown or new partitions: rows read, "
+        "repositories added, remotes that were not GitHub repositories, and whether the "
+        "row budget stopped it.",
+    ),
+    EventSpec(
+        "capture.polled",
+        {"repositories": int, "requests": int, "not_modified": int, "events_stored": int,
+         "failed": int, "gone": int, "ignored": int, "rate_limited": bool,
+         "budget_exhausted": bool, "unavailable": bool},
+        "A capture step polled repository events through gh: repositories polled, "
+        "requests made, 304 answers, new events stored, failed and not-found answers, "
+        "repositories left out as ignored, and whether a rate limit, the request budget "
+        "or an unusable gh stopped it.",
+    ),
+)

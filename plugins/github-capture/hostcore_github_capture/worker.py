@@ -1,0 +1,102 @@
+"""The ``github-capture`` worker: the sidecar tick, then the capture step, once per tick."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from hostcore.types import WorkerResult
+
+if TYPE_CHECKING:
+    from hostcore.host import Host
+    from hostcore_github_capture.capture import Capturer
+    from hostcore_github_capture.sidecar import Sidecar
+
+PLUGIN_NAME = "github-capture"
+# After the ingest step (sources), so a tick's new evidence is seen the same tick.
+WORKER_ORDER = 30
+
+
+class CaptureConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """``[plugins.github-capture]``: ``gh`` is the GitHub CLI to run."""
+
+    gh: str = "gh"
+
+
+class CaptureWorker:
+    """Keeps the inventory current, then captures events for it.
+
+    The capture step runs only after the sidecar tick succeeded in the same
+    step, so it always sees the inventory as this tick left it: a pass started
+    this tick already limits capture to what it confirmed. If the sidecar tick
+    fails, the step fails and nothing is captured.
+
+    Everything is built on first use: registering the worker opens no store.
+    ``runner``, ``clock`` and the budgets are injectable for tests.
+    """
+
+    name = PLUGIN_NAME
+    order = WORKER_ORDER
+
+    def __init__(self, host: Host, *, runner: Any = None, clock: Callable[[], float] = time.time,
+                 row_budget: int | None = None, request_budget: int | None = None) -> None:
+        self.host = host
+        self._runner = runner
+        self.clock = clock
+        self.row_budget = row_budget
+        self.request_budget = request_budget
+
+    @cached_property
+    def sidecar(self) -> Sidecar:
+        from hostcore_github_capture.sidecar import Sidecar
+        from hostcore_github_capture.state import SIDECAR_FILE, SidecarState, StateFile
+
+        state = StateFile(self.host.state_dir(PLUGIN_NAME) / SIDECAR_FILE, SidecarState)
+        extra = {} if self.row_budget is None else {"row_budget": self.row_budget}
+        return Sidecar(self.host.store, self.host.seam, state, self.host.emit,
+                       clock=self.clock, **extra)
+
+    @cached_property
+    def capturer(self) -> Capturer:
+        from hostcore_github_capture.capture import Capturer
+        from hostcore_github_capture.state import CAPTURE_FILE, CaptureState, StateFile
+
+        state = StateFile(self.host.state_dir(PLUGIN_NAME) / CAPTURE_FILE, CaptureState)
+        extra = {} if self.request_budget is None else {"request_budget": self.request_budget}
+        return Capturer(self.runner, self.host.store, state, self.host.emit,
+                        clock=self.clock, **extra)
+
+    @cached_property
+    def runner(self) -> Any:
+        if self._runner is not None:
+            return self._runner
+        from hostcore_gh.runner import GhRunner
+
+        config = self.host.plugin_config(PLUGIN_NAME, CaptureConfig)
+        return GhRunner(config.gh, env=self.host.env)
+
+    def run(self, host: Host) -> WorkerResult:
+        tick = self.sidecar.tick()
+        inventory, ignored = self.sidecar.capture_set()
+        captured = self.capturer.step(inventory, ignored=ignored)
+        counts = {
+            "rows_read": tick.rows_read,
+            "capturing": len(inventory),
+            "requests": captured.requests,
+            "events_stored": captured.events_stored,
+        }
+        return WorkerResult(pending=tick.pending or captured.pending, counts=counts)
+
+    def status(self) -> dict[str, object]:
+        """Counts for ``hostcore status`` (the same as ``hostcore capture status``)."""
+        from hostcore_github_capture.commands import status_report
+
+        report = status_report(self)
+        revalidation = report.pop("revalidation")
+        if revalidation is not None:
+            report.update({f"revalidation_{k}": v for k, v in revalidation.items()})
+        return report

@@ -22,8 +22,16 @@ def ensure_dir(path: Path, mode: int = STATE_DIR_MODE) -> Path:
     return path
 
 
-def atomic_write(path: Path, data: bytes, mode: int = STATE_FILE_MODE) -> None:
-    """Replace ``path`` with ``data`` atomically: temp file, fsync, rename, fsync dir."""
+def atomic_write(
+    path: Path, data: bytes, mode: int = STATE_FILE_MODE, *, durable: bool = True
+) -> None:
+    """Replace ``path`` with ``data`` atomically: temp file, fsync, rename, fsync dir.
+
+    ``durable=False`` skips both fsyncs: the replacement stays atomic for every
+    reader and survives the writer's death, but not a power cut. Only for files
+    that are disposable or whose protocol covers process death alone (custody
+    manifests, heartbeat caches), where two fsyncs per write would dominate.
+    """
     path = Path(path)
     ensure_dir(path.parent)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -32,14 +40,16 @@ def atomic_write(path: Path, data: bytes, mode: int = STATE_FILE_MODE) -> None:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.replace(tmp_name, path)
     except BaseException:
         # The temp file is ours alone; removing it loses nothing.
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp_name)
         raise
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
 
 
 def fsync_dir(directory: Path) -> None:

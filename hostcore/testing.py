@@ -30,6 +30,12 @@ from typing import Any
 
 import pytest
 
+# The conformance suites (see hostcore.conformance), importable from here for authors.
+from hostcore.conformance import (  # noqa: F401
+    PolicyInputConformance,
+    TelemetrySinkConformance,
+    WorkerConformance,
+)
 from hostcore.markers import hookimpl
 
 

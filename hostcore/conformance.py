@@ -1,0 +1,521 @@
+"""Conformance suites: the contracts the host relies on, as tests a plugin author reuses.
+
+Subclass the suite for your plugin's kind in a test module and provide a
+``plugin`` fixture (your plugin module or object); the suite's tests then run
+against every object of that kind your plugin registers::
+
+    import pytest
+    from hostcore.testing import WorkerConformance
+
+    import my_plugin
+
+
+    class TestMyWorkerConformance(WorkerConformance):
+        @pytest.fixture
+        def plugin(self):
+            return my_plugin
+
+        @pytest.fixture
+        def plugin_config(self):
+            return {"plugins": {"my-plugin": {"batch": 2}}}   # optional
+
+Each suite builds its hosts with the ``make_host`` fixture of
+:mod:`hostcore.testing`, in a root of its own under ``tmp_path``, with your
+plugin registered the way an installed plugin would be. A failed check says
+which object broke which contract and what the host would do about it; it is
+reported without a traceback from this module (your code's traceback is
+included when your code raised).
+
+Suites and the fixtures they add (defaults in brackets):
+
+* :class:`TelemetrySinkConformance` — ``event_plugins`` [none]: plugins whose
+  events the sink must also survive.
+* :class:`WorkerConformance` — ``seed_work(host)`` [nothing]: give the worker a
+  backlog larger than one run so the drain and resume checks mean something.
+* :class:`PolicyInputConformance` — ``sample_directories`` [a few paths]: the
+  directories your input knows, none of which may show in its fingerprint;
+  ``change_policy(host)`` [None]: change the input's state so verdicts change.
+* :class:`SourceConformance`, :class:`ProviderConformance` and
+  :class:`DestinationConformance` — see their docstrings.
+
+Every budget is a class attribute you may override, not a hidden constant.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, NoReturn
+
+import pytest
+
+from hostcore.markers import hookimpl
+from hostcore.telemetry import Event, EventSpec
+from hostcore.types import KINDS, WorkerResult, validate
+
+# A count no sink may choke on: the largest integer JSON consumers hold exactly.
+LARGE_COUNT = 2**53 - 1
+# Mean seconds one ``receive`` may take: sinks run inside the emitter's step.
+RECEIVE_BUDGET_SECONDS = 0.05
+# Runs a worker may need to drain a seeded backlog with no new input.
+MAX_RUNS_TO_DRAIN = 100
+# Mean seconds one ``fingerprint_part()`` may take: it is read on every export.
+FINGERPRINT_BUDGET_SECONDS = 0.005
+# Calls timed to measure that mean.
+FINGERPRINT_CALLS = 50
+# A fingerprint part is a short digest, not a serialisation of the input.
+FINGERPRINT_MAX_CHARS = 128
+
+PROBE_EVENT = EventSpec(
+    "conformance.probe",
+    {"count": int, "flag": bool, "choice": ("one", "two", "three")},
+    "Emitted only by hostcore's conformance kit: one of every attribute type.",
+)
+
+
+class _ProbeEvents:
+    """Catalogues :data:`PROBE_EVENT` so a sink meets every attribute type."""
+
+    __name__ = "hostcore.conformance.probe"
+
+    @hookimpl
+    def hostcore_events(self) -> EventSpec:
+        return PROBE_EVENT
+
+
+def contract_failure(message: str, *, raised: BaseException | None = None) -> NoReturn:
+    """Fail the current test with ``message`` (and the plugin's traceback, if any)."""
+    if raised is not None:
+        detail = "".join(traceback.format_exception(raised)).rstrip()
+        message = f"{message}\n\nYour code raised:\n{detail}"
+    pytest.fail(message, pytrace=False)
+
+
+def require(condition: object, message: str) -> None:
+    if not condition:
+        contract_failure(message)
+
+
+def plugin_label(plugin: object) -> str:
+    return getattr(plugin, "__name__", None) or type(plugin).__name__
+
+
+def registered_objects(host: Any, plugin: object, kind: str) -> list[Any]:
+    """The objects of ``kind`` that ``plugin`` registered in ``host``, at least one."""
+    hook = KINDS[kind].hook
+    name = host.plugins.pm.get_name(plugin)
+    info = host.plugins.infos.get(name) if name else None
+    if info is None:
+        failed = [i for i in host.plugins.infos.values() if i.status == "failed"]
+        info = next((i for i in failed if i.name == plugin_label(plugin)), None)
+    if info is not None and info.status == "failed":
+        contract_failure(f"plugin {plugin_label(plugin)!r} failed to load, so the host "
+                         f"would skip it: {info.error}\n{info.traceback or ''}".rstrip())
+    mine = {r.name for r in info.registrations if r.kind == kind} if info else set()
+    objects = [o for o in host.registered(kind) if o.name in mine]
+    require(objects, f"plugin {plugin_label(plugin)!r} registered no {kind}: its {hook} "
+                     "hookimpl is missing or returned nothing (return the object, a list of "
+                     "them, or None)")
+    return objects
+
+
+class _PluginSuite:
+    """Fixtures every suite shares: the plugin under test and hosts built with it."""
+
+    @pytest.fixture
+    def plugin(self) -> object:
+        contract_failure(
+            f"{type(self).__name__} needs a `plugin` fixture returning your plugin module "
+            "or object, e.g.\n\n    @pytest.fixture\n    def plugin(self):\n"
+            "        return my_package.plugin\n")
+
+    @pytest.fixture
+    def plugin_config(self) -> Mapping[str, Any]:
+        """The host configuration (a ``hostcore.toml`` as a mapping) to test with."""
+        return {}
+
+    @pytest.fixture
+    def conformance_root(self, tmp_path: Path) -> Path:
+        return tmp_path / "conformance-root"
+
+    @pytest.fixture
+    def build_host(self, make_host: Callable[..., Any], plugin: object,
+                   plugin_config: Mapping[str, Any], conformance_root: Path,
+                   ) -> Callable[..., Any]:
+        """Build a host with the plugin; each call is a restart over the same root."""
+
+        def build(*extra: object) -> Any:
+            return make_host(plugin, *extra, config=dict(plugin_config), root=conformance_root)
+
+        return build
+
+
+# -- telemetry sinks -------------------------------------------------------------------
+
+
+def sample_events(spec: EventSpec) -> Iterator[Event]:
+    """Events covering ``spec``: typical, extreme, every enum value, and bare."""
+    def values(pick: Callable[[Any], Any]) -> dict[str, Any]:
+        return {key: pick(kind) for key, kind in spec.attributes.items()}
+
+    now = time.time()
+    yield Event(spec.name, now, values(lambda k: 3 if k is int else True if k is bool else k[0]))
+    yield Event(spec.name, now, values(
+        lambda k: LARGE_COUNT if k is int else False if k is bool else k[-1]))
+    yield Event(spec.name, now, values(lambda k: 0 if k is int else False if k is bool else k[0]))
+    enums = {key: kind for key, kind in spec.attributes.items() if isinstance(kind, tuple)}
+    for key, kind in enums.items():
+        for value in kind:
+            yield Event(spec.name, now, {key: value})
+    yield Event(spec.name, now, {})
+
+
+class TelemetrySinkConformance(_PluginSuite):
+    """Checks every telemetry sink the plugin registers.
+
+    Contract: ``receive(event)`` accepts every catalogued event — every attribute
+    type, extreme counts, any subset of attributes — without raising, without
+    changing the event, and quickly (it runs inside the emitting step); ``close()``,
+    if defined, works after events were received.
+    """
+
+    receive_budget_seconds = RECEIVE_BUDGET_SECONDS
+
+    @pytest.fixture
+    def event_plugins(self) -> tuple[object, ...]:
+        """Plugins whose catalogued events the sink must also survive."""
+        return ()
+
+    @pytest.fixture
+    def sink_host(self, build_host: Callable[..., Any],
+                  event_plugins: tuple[object, ...]) -> Any:
+        return build_host(_ProbeEvents(), *event_plugins)
+
+    @pytest.fixture
+    def sinks(self, sink_host: Any, plugin: object) -> list[Any]:
+        return registered_objects(sink_host, plugin, "telemetry_sink")
+
+    def _events(self, host: Any) -> list[Event]:
+        return [event for spec in host.catalog for event in sample_events(spec)]
+
+    def test_sink_is_a_valid_registration(self, sinks: list[Any]) -> None:
+        for sink in sinks:
+            try:
+                validate(KINDS["telemetry_sink"], sink, "the sink")
+            except Exception as exc:
+                contract_failure(str(exc))
+
+    def test_sink_survives_every_catalogued_event(self, sink_host: Any,
+                                                  sinks: list[Any]) -> None:
+        events = self._events(sink_host)
+        for sink in sinks:
+            for event in events:
+                try:
+                    sink.receive(event)
+                except Exception as exc:
+                    contract_failure(
+                        f"sink {sink.name!r} raised on event {event.name!r} with attributes "
+                        f"{event.attributes}. A sink must accept every catalogued event, any "
+                        "declared attribute may be omitted; the host would count the failure "
+                        "and the event would be lost for this sink.", raised=exc)
+
+    def test_sink_leaves_events_unchanged(self, sink_host: Any, sinks: list[Any]) -> None:
+        for sink in sinks:
+            for event in self._events(sink_host):
+                before = dict(event.attributes)
+                sink.receive(event)
+                require(event.attributes == before,
+                        f"sink {sink.name!r} changed the attributes of event {event.name!r} "
+                        f"from {before} to {event.attributes}; every sink receives the same "
+                        "event object, so copy before you modify.")
+
+    def test_sink_receives_quickly(self, sink_host: Any, sinks: list[Any]) -> None:
+        events = self._events(sink_host)
+        for sink in sinks:
+            started = time.perf_counter()
+            for event in events:
+                sink.receive(event)
+            mean = (time.perf_counter() - started) / len(events)
+            require(mean <= self.receive_budget_seconds,
+                    f"sink {sink.name!r} took {mean * 1000:.1f} ms per event on average "
+                    f"(budget {self.receive_budget_seconds * 1000:.0f} ms): receive() runs "
+                    "inside the step that emitted, so buffer and send in the background.")
+
+    def test_sink_closes_after_receiving(self, sink_host: Any, sinks: list[Any]) -> None:
+        events = self._events(sink_host)
+        for sink in sinks:
+            for event in events:
+                sink.receive(event)
+            close = getattr(sink, "close", None)
+            if close is None:
+                continue
+            try:
+                close()
+            except Exception as exc:
+                contract_failure(f"sink {sink.name!r}: close() raised after receiving "
+                                 "events; the host calls it once when it closes.", raised=exc)
+
+    def test_sink_survives_events_emitted_through_a_host(self, sink_host: Any,
+                                                         sinks: list[Any]) -> None:
+        for event in self._events(sink_host):
+            sink_host.emit(event.name, **event.attributes)
+        failures = {name: count for name, count in sink_host.telemetry.sink_failures.items()
+                    if name in {s.name for s in sinks}}
+        require(not failures, f"sinks raised while the host dispatched events: {failures}")
+
+
+# -- workers ---------------------------------------------------------------------------
+
+
+class WorkerConformance(_PluginSuite):
+    """Checks every worker the plugin registers.
+
+    Contract: ``run(host)`` returns a :class:`~hostcore.types.WorkerResult` whose
+    counts are non-negative integers; ``pending=True`` means more work is ready
+    now, so runs with no new input drain it in a bounded number of runs and then
+    report ``pending=False``; and the worker is resumable: a host restarted over
+    the same root (a fresh plugin registration, nothing kept in memory) carries on
+    and drains too. Override ``seed_work`` to give the worker a backlog.
+    """
+
+    max_runs_to_drain = MAX_RUNS_TO_DRAIN
+
+    @pytest.fixture
+    def seed_work(self) -> Callable[[Any], None]:
+        """Return a callable that gives the worker(s) in ``host`` a backlog."""
+        return lambda host: None
+
+    def _run(self, host: Any, worker: Any) -> WorkerResult:
+        try:
+            with host.step_lock():
+                result = worker.run(host)
+        except Exception as exc:
+            contract_failure(f"worker {worker.name!r}: run() raised; the tick would report "
+                             "this step failed.", raised=exc)
+        require(isinstance(result, WorkerResult),
+                f"worker {worker.name!r}: run() returned {type(result).__name__}; it must "
+                "return hostcore.types.WorkerResult(pending=..., counts={...}).")
+        bad = {k: v for k, v in result.counts.items()
+               if not isinstance(k, str) or isinstance(v, bool) or not isinstance(v, int)
+               or v < 0}
+        require(not bad, f"worker {worker.name!r}: counts must map names to non-negative "
+                         f"integers (never names or paths); got {bad}")
+        return result
+
+    def _drain(self, runs: Callable[[], tuple[Any, Any]], hint: str = "") -> int:
+        """Run until no worker reports pending; return the runs taken."""
+        for attempt in range(1, self.max_runs_to_drain + 1):
+            host, workers = runs()
+            pending = [w.name for w in workers if self._run(host, w).pending]
+            if not pending:
+                return attempt
+        contract_failure(
+            f"worker(s) {pending} still reported pending=True after {self.max_runs_to_drain} "
+            "runs with no new input. pending=True must mean more work is ready now, and each "
+            f"run must make progress, or the host ticks at the backlog cadence forever.{hint}")
+
+    def test_worker_is_a_valid_registration(self, build_host: Callable[..., Any],
+                                            plugin: object) -> None:
+        for worker in registered_objects(build_host(), plugin, "worker"):
+            try:
+                validate(KINDS["worker"], worker, "the worker")
+            except Exception as exc:
+                contract_failure(str(exc))
+            order = getattr(worker, "order", 100)
+            require(isinstance(order, int) and not isinstance(order, bool),
+                    f"worker {worker.name!r}: order must be an int, got {order!r}")
+
+    def test_run_returns_a_worker_result_of_counts(self, build_host: Callable[..., Any],
+                                                   plugin: object, seed_work: Any) -> None:
+        host = build_host()
+        seed_work(host)
+        for worker in registered_objects(host, plugin, "worker"):
+            self._run(host, worker)
+
+    def test_pending_work_drains_and_then_stays_drained(
+            self, build_host: Callable[..., Any], plugin: object, seed_work: Any) -> None:
+        host = build_host()
+        seed_work(host)
+        workers = registered_objects(host, plugin, "worker")
+        self._drain(lambda: (host, workers))
+        for worker in workers:
+            require(not self._run(host, worker).pending,
+                    f"worker {worker.name!r} reported pending=False, then pending=True on "
+                    "the next run with no new input: pending must say whether work is ready.")
+
+    def test_a_restarted_host_resumes_and_drains(self, build_host: Callable[..., Any],
+                                                 plugin: object, seed_work: Any) -> None:
+        seed_work(build_host())
+
+        def fresh() -> tuple[Any, Any]:
+            host = build_host()  # a restart: new host, new registrations, same root
+            return host, registered_objects(host, plugin, "worker")
+
+        self._drain(fresh, hint=" Here every run was a restarted host over the same root: "
+                                "progress must be kept under the host root, not in memory.")
+        host, workers = fresh()
+        for worker in workers:
+            require(not self._run(host, worker).pending,
+                    f"worker {worker.name!r}: after draining, a restarted host found pending "
+                    "work again; progress must be kept under the host root, not in memory.")
+
+    def test_worker_runs_as_a_tick_step(self, build_host: Callable[..., Any], plugin: object,
+                                        seed_work: Any) -> None:
+        host = build_host()
+        seed_work(host)
+        names = {w.name for w in registered_objects(host, plugin, "worker")}
+        report = host.tick()
+        failed = [s for s in report.steps if s.name in names and not s.ok]
+        require(not failed, f"tick steps failed: {[(s.name, s.error) for s in failed]}")
+
+
+# -- policy inputs ---------------------------------------------------------------------
+
+ODD_DIRECTORIES = ("", "/", "relative/dir", "/päth/with spaces/ünïcode", "/a" * 2000,
+                   "/tmp/new\nline", "C:\\Users\\someone")
+ODD_SOURCES = ("", "unknown-source", "codex", "claude", "x" * 500)
+
+
+class PolicyInputConformance(_PluginSuite):
+    """Checks every withholding-policy input the plugin registers.
+
+    Contract: ``withholds(directory, source_id)`` returns a ``bool`` for any
+    strings, the same answer every time for the same state; ``fingerprint_part()``
+    returns ``None`` or a short string that is stable (same state, same part —
+    also across a restart), cheap (no row reads), free of paths and names, and
+    that changes when the verdicts change (override ``change_policy``).
+    """
+
+    fingerprint_budget_seconds = FINGERPRINT_BUDGET_SECONDS
+    fingerprint_max_chars = FINGERPRINT_MAX_CHARS
+
+    @pytest.fixture
+    def sample_directories(self) -> tuple[str, ...]:
+        """Directories the input knows about (e.g. that its config lists)."""
+        return ("/home/someone/projects/secret-client", "/srv/work/payroll-service")
+
+    @pytest.fixture
+    def change_policy(self) -> Callable[[Any], None] | None:
+        """A callable that changes the input's state in ``host`` so a verdict changes,
+        or None for an input whose verdicts never change."""
+        return None
+
+    @pytest.fixture
+    def policy_host(self, build_host: Callable[..., Any]) -> Any:
+        return build_host()
+
+    @pytest.fixture
+    def inputs(self, policy_host: Any, plugin: object) -> list[Any]:
+        return registered_objects(policy_host, plugin, "policy_input")
+
+    def _part(self, policy_input: Any) -> str | None:
+        try:
+            part = policy_input.fingerprint_part()
+        except Exception as exc:
+            contract_failure(f"policy input {policy_input.name!r}: fingerprint_part() raised; "
+                             "return None when the input cannot be enumerated cheaply.",
+                             raised=exc)
+        require(part is None or isinstance(part, str),
+                f"policy input {policy_input.name!r}: fingerprint_part() returned "
+                f"{type(part).__name__}; it must return a str or None.")
+        return part
+
+    def _verdicts(self, policy_input: Any, directories: tuple[str, ...]) -> dict[Any, bool]:
+        verdicts = {}
+        for directory in (*directories, *ODD_DIRECTORIES):
+            for source in ODD_SOURCES:
+                try:
+                    verdict = policy_input.withholds(directory, source)
+                except Exception as exc:
+                    contract_failure(
+                        f"policy input {policy_input.name!r}: withholds({directory[:60]!r}, "
+                        f"{source[:40]!r}) raised; it must answer True or False for any "
+                        "directory and source.", raised=exc)
+                require(isinstance(verdict, bool),
+                        f"policy input {policy_input.name!r}: withholds() returned "
+                        f"{type(verdict).__name__}; it must return a bool.")
+                verdicts[(directory, source)] = verdict
+        return verdicts
+
+    def test_withholds_answers_a_bool_for_any_input(self, inputs: list[Any],
+                                                    sample_directories: tuple[str, ...]) -> None:
+        for policy_input in inputs:
+            first = self._verdicts(policy_input, sample_directories)
+            again = self._verdicts(policy_input, sample_directories)
+            changed = [key for key in first if first[key] != again[key]]
+            require(not changed, f"policy input {policy_input.name!r}: withholds() changed its "
+                                 f"answer with no change of state for {changed[:3]}")
+
+    def test_fingerprint_part_is_stable(self, inputs: list[Any]) -> None:
+        for policy_input in inputs:
+            parts = {self._part(policy_input) for _ in range(3)}
+            require(len(parts) == 1, f"policy input {policy_input.name!r}: fingerprint_part() "
+                                     f"gave {sorted(map(str, parts))} for one state; it must be "
+                                     "stable or every export would look like a policy change.")
+
+    def test_fingerprint_part_survives_a_restart(self, inputs: list[Any], plugin: object,
+                                                 build_host: Callable[..., Any]) -> None:
+        again = {i.name: i for i in registered_objects(build_host(), plugin, "policy_input")}
+        for policy_input in inputs:
+            before, after = self._part(policy_input), self._part(again[policy_input.name])
+            require(before == after,
+                    f"policy input {policy_input.name!r}: fingerprint_part() was {before!r} and "
+                    f"{after!r} after a restart with the same state; derive it from the "
+                    "input's state only (not object ids, times or random values).")
+
+    def test_fingerprint_part_is_cheap(self, inputs: list[Any]) -> None:
+        for policy_input in inputs:
+            started = time.perf_counter()
+            for _ in range(FINGERPRINT_CALLS):
+                self._part(policy_input)
+            mean = (time.perf_counter() - started) / FINGERPRINT_CALLS
+            require(mean <= self.fingerprint_budget_seconds,
+                    f"policy input {policy_input.name!r}: fingerprint_part() took "
+                    f"{mean * 1000:.2f} ms (budget {self.fingerprint_budget_seconds * 1000:.0f} "
+                    "ms); it is read on every export, so keep a digest of the input's state "
+                    "and never read rows. Return None if that is impossible.")
+
+    def test_fingerprint_part_is_a_short_path_free_digest(
+            self, inputs: list[Any], sample_directories: tuple[str, ...]) -> None:
+        words = {part for d in sample_directories for part in Path(d).parts if len(part) > 3}
+        for policy_input in inputs:
+            part = self._part(policy_input)
+            if part is None:
+                continue
+            require(len(part) <= self.fingerprint_max_chars,
+                    f"policy input {policy_input.name!r}: fingerprint_part() is {len(part)} "
+                    f"characters (limit {self.fingerprint_max_chars}); return a digest, not "
+                    "the input itself.")
+            leaked = sorted(w for w in words | set(sample_directories) if w and w in part)
+            require(not leaked, f"policy input {policy_input.name!r}: fingerprint_part() "
+                                f"contains {leaked}; it travels with exports and telemetry and "
+                                "must never carry a path or a name. Hash them.")
+
+    def test_fingerprint_part_moves_when_verdicts_change(
+            self, policy_host: Any, inputs: list[Any],
+            change_policy: Callable[[Any], None] | None,
+            sample_directories: tuple[str, ...]) -> None:
+        before_parts = {i.name: self._part(i) for i in inputs}
+        before = {i.name: self._verdicts(i, sample_directories) for i in inputs}
+        if change_policy is not None:
+            change_policy(policy_host)
+        for policy_input in inputs:  # the live objects: the seam never re-registers them
+            name = policy_input.name
+            verdicts = self._verdicts(policy_input, sample_directories)
+            part = self._part(policy_input)
+            moved = verdicts != before[name]
+            if change_policy is not None:
+                require(moved, f"policy input {name!r}: after change_policy no verdict over "
+                               "the sample directories changed; the live input must see its "
+                               "new state (or change_policy must change a verdict).")
+            if moved and part is not None:
+                require(part != before_parts[name],
+                        f"policy input {name!r}: its verdicts changed but fingerprint_part() "
+                        f"stayed {part!r}; consumers would keep exports the new policy "
+                        "withholds.")
+            if not moved:
+                require(part == before_parts[name],
+                        f"policy input {name!r}: fingerprint_part() moved from "
+                        f"{before_parts[name]!r} to {part!r} with no change of verdict.")

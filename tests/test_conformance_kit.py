@@ -1,0 +1,392 @@
+"""The conformance kit: good plugins pass it as an author would run it; broken ones
+fail it with a message that names the object, the contract and the fix."""
+
+from __future__ import annotations
+
+import hashlib
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from hostcore import hookimpl
+from hostcore.testing import (
+    PolicyInputConformance,
+    TelemetrySinkConformance,
+    WorkerConformance,
+)
+from hostcore.types import WorkerResult
+
+pytest_plugins = ["pytester"]
+
+INBOX_BATCH = 3
+
+
+class InboxWorker:
+    """Moves up to INBOX_BATCH files from inbox/ to done/ per run; progress lives on disk."""
+
+    name = "inbox"
+    order = 50
+
+    def __init__(self, folder: Path) -> None:
+        self.inbox = folder / "inbox"
+        self.done = folder / "done"
+
+    def run(self, host):
+        self.done.mkdir(parents=True, exist_ok=True)
+        waiting = sorted(self.inbox.glob("*")) if self.inbox.exists() else []
+        for path in waiting[:INBOX_BATCH]:
+            path.rename(self.done / path.name)
+        return WorkerResult(pending=len(waiting) > INBOX_BATCH,
+                            counts={"moved": min(len(waiting), INBOX_BATCH)})
+
+
+class InboxPlugin:
+    @hookimpl
+    def hostcore_workers(self, host):
+        return InboxWorker(host.state_dir("inbox"))
+
+
+def seed_inbox(host, files: int = 10) -> None:
+    inbox = host.state_dir("inbox") / "inbox"
+    inbox.mkdir(parents=True, exist_ok=True)
+    for i in range(files):
+        (inbox / f"item-{i:03}").write_text("x")
+
+
+class TestAWorkerWithABacklogPassesTheKit(WorkerConformance):
+    @pytest.fixture
+    def plugin(self):
+        return InboxPlugin()
+
+    @pytest.fixture
+    def seed_work(self):
+        return seed_inbox
+
+
+class CountingSink:
+    name = "counting"
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    def receive(self, event) -> None:
+        self.counts[event.name] = self.counts.get(event.name, 0) + 1
+
+    def close(self) -> None:
+        self.counts.clear()
+
+
+class CountingSinkPlugin:
+    @hookimpl
+    def hostcore_telemetry_sinks(self, host):
+        return CountingSink()
+
+
+class TestACountingSinkPassesTheKit(TelemetrySinkConformance):
+    @pytest.fixture
+    def plugin(self):
+        return CountingSinkPlugin()
+
+
+class ListedDirectories:
+    """Withholds the directories listed (one per line) in its state file."""
+
+    name = "listed"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def _listed(self) -> list[str]:
+        return self.path.read_text().splitlines() if self.path.exists() else []
+
+    def withholds(self, directory: str, source_id: str) -> bool:
+        return any(directory == d or directory.startswith(d + "/") for d in self._listed())
+
+    def fingerprint_part(self) -> str | None:
+        text = "\n".join(sorted(self._listed()))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class ListedPlugin:
+    @hookimpl
+    def hostcore_policy_inputs(self, host):
+        return ListedDirectories(host.state_dir("listed") / "withheld.txt")
+
+
+SAMPLE = ("/home/someone/projects/secret-client", "/srv/work/payroll-service")
+
+
+class TestAListPolicyInputPassesTheKit(PolicyInputConformance):
+    @pytest.fixture
+    def plugin(self):
+        return ListedPlugin()
+
+    @pytest.fixture
+    def sample_directories(self):
+        return SAMPLE
+
+    @pytest.fixture
+    def change_policy(self):
+        def withhold_first(host):
+            (host.state_dir("listed") / "withheld.txt").write_text(SAMPLE[0] + "\n")
+
+        return withhold_first
+
+
+# -- broken plugins fail, and say why ----------------------------------------------------
+
+HEADER = """
+import hashlib, time
+from pathlib import Path
+import pytest
+from hostcore import hookimpl
+from hostcore.types import WorkerResult
+from hostcore.testing import (
+    PolicyInputConformance, TelemetrySinkConformance, WorkerConformance)
+"""
+
+
+def says(result, *fragments: str) -> None:
+    """Every fragment appears in the inner run's report, in order."""
+    text = " ".join(result.stdout.str().split())
+    at = 0
+    for fragment in fragments:
+        found = text.find(fragment, at)
+        assert found >= 0, f"{fragment!r} not in the report:\n{result.stdout.str()}"
+        at = found + len(fragment)
+
+
+def run_kit(pytester: pytest.Pytester, *bodies: str):
+    source = HEADER + "".join(textwrap.dedent(body) for body in bodies)
+    pytester.makepyfile(test_author_plugin=source)
+    return pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider")
+
+
+def test_a_worker_that_is_always_pending_fails_with_the_backlog_explained(pytester):
+    result = run_kit(pytester, """
+        class Forever:
+            name = "forever"
+            def run(self, host):
+                return WorkerResult(pending=True)
+
+        class Plugin:
+            @hookimpl
+            def hostcore_workers(self, host):
+                return Forever()
+
+        class TestForever(WorkerConformance):
+            max_runs_to_drain = 5
+            @pytest.fixture
+            def plugin(self):
+                return Plugin()
+    """)
+    result.assert_outcomes(passed=3, failed=2)
+    says(result, "worker(s) ['forever'] still reported pending=True after 5 runs with no "
+                 "new input", "backlog cadence forever")
+
+
+def test_a_worker_that_returns_a_dict_is_told_what_to_return(pytester):
+    result = run_kit(pytester, """
+        class Dicty:
+            name = "dicty"
+            def run(self, host):
+                return {"pending": False}
+
+        class Plugin:
+            @hookimpl
+            def hostcore_workers(self, host):
+                return Dicty()
+
+        class TestDicty(WorkerConformance):
+            @pytest.fixture
+            def plugin(self):
+                return Plugin()
+    """)
+    result.assert_outcomes(passed=1, failed=4)
+    says(result, "worker 'dicty': run() returned dict; it must return "
+                 "hostcore.types.WorkerResult(pending=..., counts={...})")
+
+
+def test_a_worker_that_keeps_progress_in_memory_fails_the_restart_check(pytester):
+    result = run_kit(pytester, """
+        class Forgetful:
+            name = "forgetful"
+            def __init__(self):
+                self.left = 5
+            def run(self, host):
+                self.left -= 1
+                return WorkerResult(pending=self.left > 0)
+
+        class Plugin:
+            @hookimpl
+            def hostcore_workers(self, host):
+                return Forgetful()
+
+        class TestForgetful(WorkerConformance):
+            max_runs_to_drain = 10
+            @pytest.fixture
+            def plugin(self):
+                return Plugin()
+    """)
+    result.assert_outcomes(passed=4, failed=1)
+    says(result, "TestForgetful.test_a_restarted_host_resumes_and_drains",
+         "worker(s) ['forgetful'] still reported pending=True",
+         "progress must be kept under the host root, not in memory")
+
+
+def test_a_plugin_that_registers_nothing_is_told_which_hook_to_implement(pytester):
+    result = run_kit(pytester, """
+        class Empty:
+            @hookimpl
+            def hostcore_workers(self, host):
+                return None
+
+        class TestEmpty(WorkerConformance):
+            @pytest.fixture
+            def plugin(self):
+                return Empty()
+    """)
+    result.assert_outcomes(failed=5)
+    says(result, "plugin 'Empty' registered no worker: its hostcore_workers hookimpl is "
+                 "missing or returned nothing")
+
+
+def test_a_suite_without_a_plugin_fixture_says_how_to_write_one(pytester):
+    result = run_kit(pytester, """
+        class TestNoPlugin(WorkerConformance):
+            pass
+    """)
+    result.assert_outcomes(errors=5)
+    says(result, "TestNoPlugin needs a `plugin` fixture returning your plugin module or "
+                 "object", "def plugin(self):")
+
+
+def test_a_sink_that_raises_on_an_omitted_attribute_fails_naming_the_event(pytester):
+    result = run_kit(pytester, """
+        class Fragile:
+            name = "fragile"
+            def receive(self, event):
+                event.attributes["steps"] if event.name == "tick.completed" else None
+
+        class Plugin:
+            @hookimpl
+            def hostcore_telemetry_sinks(self, host):
+                return Fragile()
+
+        class TestFragile(TelemetrySinkConformance):
+            @pytest.fixture
+            def plugin(self):
+                return Plugin()
+    """)
+    result.assert_outcomes(passed=1, failed=5)
+    says(result, "sink 'fragile' raised on event 'tick.completed' with attributes {}",
+         "Your code raised:", "KeyError: 'steps'")
+
+
+def test_a_sink_that_changes_events_is_told_to_copy(pytester):
+    result = run_kit(pytester, """
+        class Meddler:
+            name = "meddler"
+            def receive(self, event):
+                event.attributes.pop("count", None)
+
+        class Plugin:
+            @hookimpl
+            def hostcore_telemetry_sinks(self, host):
+                return Meddler()
+
+        class TestMeddler(TelemetrySinkConformance):
+            @pytest.fixture
+            def plugin(self):
+                return Plugin()
+    """)
+    result.assert_outcomes(passed=5, failed=1)
+    says(result, "sink 'meddler' changed the attributes of event 'conformance.probe'",
+         "copy before you modify")
+
+
+POLICY_BODY = """
+    class Plugin:
+        @hookimpl
+        def hostcore_policy_inputs(self, host):
+            return Input()
+
+    class TestInput(PolicyInputConformance):
+        @pytest.fixture
+        def plugin(self):
+            return Plugin()
+"""
+
+
+def test_a_policy_input_that_puts_paths_in_its_fingerprint_is_told_to_hash(pytester):
+    result = run_kit(pytester, """
+        class Input:
+            name = "leaky"
+            listed = ["/home/someone/projects/secret-client"]
+            def withholds(self, directory, source_id):
+                return directory in self.listed
+            def fingerprint_part(self):
+                return ",".join(self.listed)
+    """, POLICY_BODY)
+    result.assert_outcomes(passed=5, failed=1)
+    says(result, "policy input 'leaky': fingerprint_part() contains", "secret-client",
+         "must never carry a path or a name")
+
+
+def test_a_policy_input_with_an_unstable_fingerprint_fails_twice(pytester):
+    result = run_kit(pytester, """
+        class Input:
+            name = "clocky"
+            def withholds(self, directory, source_id):
+                return False
+            def fingerprint_part(self):
+                return str(time.perf_counter_ns())
+    """, POLICY_BODY)
+    result.assert_outcomes(passed=3, failed=3)
+    says(result, "policy input 'clocky': fingerprint_part() gave", "it must be stable")
+
+
+def test_a_policy_input_answering_a_non_bool_fails_naming_the_type(pytester):
+    result = run_kit(pytester, """
+        class Input:
+            name = "vague"
+            def withholds(self, directory, source_id):
+                return None
+            def fingerprint_part(self):
+                return None
+    """, POLICY_BODY)
+    result.assert_outcomes(passed=4, failed=2)
+    says(result, "policy input 'vague': withholds() returned NoneType; it must return a "
+                 "bool.")
+
+
+def test_a_fingerprint_that_ignores_a_policy_change_fails(pytester):
+    result = run_kit(pytester, """
+        class Input:
+            name = "stuck"
+            def __init__(self, path):
+                self.path = path
+            def withholds(self, directory, source_id):
+                return self.path.exists() and directory in self.path.read_text().split()
+            def fingerprint_part(self):
+                return "v1"
+
+        class Plugin:
+            @hookimpl
+            def hostcore_policy_inputs(self, host):
+                return Input(host.state_dir("stuck") / "list")
+
+        class TestInput(PolicyInputConformance):
+            @pytest.fixture
+            def plugin(self):
+                return Plugin()
+            @pytest.fixture
+            def change_policy(self):
+                def change(host):
+                    (host.state_dir("stuck") / "list").write_text("/srv/work/payroll-service")
+                return change
+    """)
+    result.assert_outcomes(passed=5, failed=1)
+    says(result, "policy input 'stuck': its verdicts changed but fingerprint_part() "
+                 "stayed 'v1'")

@@ -84,23 +84,34 @@ def load_config(path: Path | None, root: Path) -> Config:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read config file: {exc}") from None
+    return Config(parse_settings(raw, str(path)), path)
+
+
+def parse_settings(raw: Any, origin: str) -> Settings:
+    """Decode parsed TOML (or a mapping) as :class:`Settings`; ``origin`` names it in errors."""
+    # msgspec names a bad dict value only as `plugins[...]`: check the tables here
+    # so the message can name the plugin.
+    plugins = raw.get("plugins") if isinstance(raw, dict) else None
+    if isinstance(plugins, dict):
+        for name, table in plugins.items():
+            if not isinstance(table, dict):
+                raise ConfigError(f"{origin}: bad value for `plugins.{name}`: "
+                                  f"expected a table, got {type(table).__name__}")
     try:
-        settings = msgspec.convert(raw, type=Settings)
+        return msgspec.convert(raw, type=Settings)
     except msgspec.ValidationError as exc:
-        raise ConfigError(f"{path}: {describe_error(exc)}") from None
-    return Config(settings, path)
+        raise ConfigError(f"{origin}: {describe_error(exc)}") from None
 
 
 def describe_error(exc: msgspec.ValidationError) -> str:
     """Turn msgspec's ``... - at `$.run`"`` into a message naming the dotted key."""
     message = str(exc)
     head, sep, where = message.partition(" - at `$")
-    if not sep:
-        return message
     key = where.rstrip("`").lstrip(".")
-    unknown = head.startswith("Object contains unknown field `")
-    if unknown:
+    if head.startswith("Object contains unknown field `"):
         field = head.split("`")[1]
         dotted = f"{key}.{field}" if key else field
         return f"unknown key `{dotted}`"
+    if not sep:
+        return message
     return f"bad value for `{key}`: {head}"

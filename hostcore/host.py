@@ -28,7 +28,7 @@ import msgspec
 from hostcore import types as regtypes
 from hostcore.atomic import ensure_dir
 from hostcore.builtins import BUILTIN_PLUGINS
-from hostcore.config import Config, Settings, describe_error, load_config
+from hostcore.config import Config, load_config, parse_settings
 from hostcore.errors import ConfigError, RegistrationError
 from hostcore.plugins import PluginInfo, PluginSet, Registration, load_plugins
 from hostcore.telemetry import AttrValue, Catalog, Event, Telemetry
@@ -410,10 +410,7 @@ class Host:
 def _make_config(config: Any, root: Path) -> Config:
     if config is None or isinstance(config, (str, os.PathLike)):
         return load_config(Path(config) if config is not None else None, root)
-    try:
-        return Config(msgspec.convert(dict(config), type=Settings), None)
-    except msgspec.ValidationError as exc:
-        raise ConfigError(f"config mapping: {describe_error(exc)}") from None
+    return Config(parse_settings(dict(config), "config mapping"), None)
 
 
 def _availability(obj: Any) -> str | None:

@@ -144,9 +144,11 @@ def hostcore_workers(host: Host) -> Worker | Iterable[Worker] | None:
 def hostcore_destinations(host: Host) -> Destination | Iterable[Destination] | None:
     """Register export destinations: places the export stream is pushed to.
 
-    ``push(batch)`` appends rows the export seam permitted and returns the
-    destination's new position; see ``hostcore.export`` for the batch shape and
-    the resumability contract.
+    ``push(batch)`` appends the rows the export seam permitted past the
+    destination's position and returns the ``hostcore.ref.Ref`` it publishes
+    afterwards; ``published(stream, origin)`` returns that ref without writing.
+    See ``hostcore.types.Destination`` for the contract and ``hostcore.export``
+    for the batch shape and resumability.
 
     Example::
 

@@ -95,11 +95,30 @@ class Worker(Protocol):
 
 @runtime_checkable
 class Destination(Protocol):
-    """Where the export stream is pushed. See ``hostcore_destinations``."""
+    """Where the export stream is pushed. See ``hostcore_destinations``.
+
+    ``push(batch)`` takes a ``hostcore.export.ExportBatch``. Under its own lock
+    it applies the batch's governance change through
+    ``hostcore.export.apply_governance`` (which raises ``hostcore.ref.Conflict``
+    before anything is written), appends the rows past its position (dropping
+    any at or below it, so a rerun never duplicates), makes them durable, and
+    returns the ``hostcore.ref.Ref`` it now publishes.
+
+    ``published(stream, origin)`` returns that ref without writing: ``content``
+    is the last position durably held from the store ``origin`` (``0`` when
+    none), the identities are the ones it publishes for ``stream``. The export
+    resumes from that position, so it must be the durable truth.
+
+    An optional ``key`` string says where the destination writes (for a
+    directory destination, its path); the ref cache is keyed by it, so
+    re-pointing a destination discards what was cached for the old place.
+    """
 
     name: str
 
     def push(self, batch: Any) -> Any: ...
+
+    def published(self, stream: str, origin: str) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -122,7 +141,7 @@ KINDS: dict[str, Kind] = {
              ("withholds", "fingerprint_part")),
         Kind("telemetry_sink", "hostcore_telemetry_sinks", TelemetrySink, ("receive",)),
         Kind("worker", "hostcore_workers", Worker, ("run",)),
-        Kind("destination", "hostcore_destinations", Destination, ("push",)),
+        Kind("destination", "hostcore_destinations", Destination, ("push", "published")),
     )
 }
 

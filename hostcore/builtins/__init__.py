@@ -7,4 +7,5 @@ load order. They cannot be disabled.
 BUILTIN_PLUGINS: tuple[str, ...] = (
     "hostcore.builtins.core",
     "hostcore.builtins.evidence",
+    "hostcore.builtins.export",
 )

@@ -1,0 +1,277 @@
+"""A folder that receives the export stream: append-only JSONL segments and a published ref.
+
+Layout under the destination folder::
+
+    <stream>/.lock                        serialises pushes (flock), across processes
+    <stream>/ref.json                     the governance identities it publishes (a Ref)
+    <stream>/<origin>/<first>.jsonl       segments of rows from one store, in position order
+
+``<origin>`` is the identity of the store the rows came from (positions of two
+stores are two feeds, so several hosts can forward into one folder), and
+``<first>`` the 20-digit position of the segment's first row. Each line is one
+``hostcore.export.ExportRow`` as a JSON object, ``position`` first. A segment is
+only ever appended to; the next push after it reaches ``segment_bytes`` starts a
+new one.
+
+Durability and recovery. A push writes its rows, flushes and fsyncs the segment
+(and the folder when it created the segment) before it returns, and only then
+replaces ``ref.json`` if the push changed governance. The last complete line of
+an origin's newest segment is therefore the durable position, and it is the
+truth: ``published`` reads it from the tail of one file, and a push, under the
+lock, first cuts a torn final line (a write killed midway) and removes a
+segment left with no complete line. Rows at or below the position are dropped on
+append, so a rerun after a kill neither loses nor duplicates a row. Recovery
+reads backwards from the end of one segment only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgspec
+
+from hostcore.atomic import atomic_write, ensure_dir, fsync_dir
+from hostcore.errors import HostcoreError
+from hostcore.export import ExportBatch, ExportRow, apply_governance
+from hostcore.ref import Ref
+
+# A segment is closed at the first push after it reaches this size.
+SEGMENT_BYTES = 64 * 1024 * 1024
+# Bytes read per step while looking backwards for the last complete line.
+TAIL_CHUNK_BYTES = 64 * 1024
+
+REF_FILE = "ref.json"
+LOCK_FILE = ".lock"
+SEGMENT_SUFFIX = ".jsonl"
+# Streams and origins become folder names: one plain path component, nothing more.
+_COMPONENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+_encoder = msgspec.json.Encoder()
+
+
+class DestinationError(HostcoreError):
+    """The folder holds something this destination will not guess about."""
+
+
+class _Position(msgspec.Struct):
+    position: int
+
+
+@dataclass
+class Recovery:
+    """What opening an origin's tail found (counts for telemetry and benchmarks)."""
+
+    bytes_read: int = 0
+    torn_bytes: int = 0
+    segments_dropped: int = 0
+
+
+@dataclass
+class _Tail:
+    segment: Path | None = None
+    size: int = 0
+    position: int = 0
+    recovery: Recovery = field(default_factory=Recovery)
+
+
+class DirectoryDestination:
+    """The export stream appended to JSONL segments under ``path``.
+
+    :param path: the destination folder, or ``None`` when not configured (the
+        destination then reports itself unavailable and refuses to push).
+    :param segment_bytes: the size at which a segment is closed.
+    :param on_recover: called with a :class:`Recovery` whenever a push had to cut
+        a torn line or drop an empty segment.
+    """
+
+    name = "directory"
+
+    def __init__(self, path: Path | None, *, segment_bytes: int = SEGMENT_BYTES,
+                 on_recover: Callable[[Recovery], None] | None = None) -> None:
+        self.path = None if path is None else Path(path)
+        self.key = f"directory:{self.path}"
+        self.segment_bytes = segment_bytes
+        self.on_recover = on_recover
+        self.last_recovery = Recovery()
+
+    def availability(self) -> str | None:
+        if self.path is None:
+            return ("no folder configured: set [plugins.directory-destination] path "
+                    "(exporting is opt-in, since rows leave the store)")
+        return None
+
+    def status(self) -> dict[str, int]:
+        """Segments and bytes held, over every stream and origin."""
+        segments = list(self._all_segments())
+        return {"segments": len(segments), "bytes": sum(p.stat().st_size for p in segments)}
+
+    # -- the Destination protocol -----------------------------------------------
+
+    def published(self, stream: str, origin: str) -> Ref:
+        """The ref published for ``stream``; content is ``origin``'s durable position.
+
+        Reads only: a torn final line is skipped here, and cut by the next push.
+        """
+        held = self._read_ref(stream)
+        tail = self._tail(self._origin_dir(stream, origin), repair=False)
+        return msgspec.structs.replace(held, content=tail.position)
+
+    def push(self, batch: ExportBatch) -> Ref:
+        """Apply ``batch`` (see ``hostcore.types.Destination``) and return the new ref."""
+        stream_dir = self._stream_dir(batch.stream)
+        origin_dir = self._origin_dir(batch.stream, batch.origin)
+        with self._locked(stream_dir):
+            tail = self._tail(origin_dir, repair=True)
+            self.last_recovery = tail.recovery
+            if self.on_recover is not None and (tail.recovery.torn_bytes
+                                                or tail.recovery.segments_dropped):
+                self.on_recover(tail.recovery)
+            held = self._read_ref(batch.stream)
+            governed = apply_governance(held, batch)  # raises Conflict before any write
+            rows = _rows_past(batch.rows, tail.position)
+            if rows:
+                self._append(origin_dir, tail, rows)
+            if governed != held:
+                atomic_write(stream_dir / REF_FILE, _encoder.encode(governed))
+        return msgspec.structs.replace(governed, content=tail.position)
+
+    # -- reading what it holds ---------------------------------------------------
+
+    def segments(self, stream: str, origin: str) -> list[Path]:
+        """``origin``'s segments of ``stream``, oldest first."""
+        origin_dir = self._origin_dir(stream, origin)
+        if not origin_dir.is_dir():
+            return []
+        return sorted(origin_dir.glob(f"*{SEGMENT_SUFFIX}"))
+
+    def _all_segments(self) -> Iterator[Path]:
+        if self.path is None or not self.path.is_dir():
+            return iter(())
+        return self.path.glob(f"*/*/*{SEGMENT_SUFFIX}")
+
+    # -- internals ----------------------------------------------------------------
+
+    def _stream_dir(self, stream: str) -> Path:
+        if self.path is None:
+            raise DestinationError(self.availability() or "no folder configured")
+        return self.path / _component("stream", stream)
+
+    def _origin_dir(self, stream: str, origin: str) -> Path:
+        return self._stream_dir(stream) / _component("origin", origin)
+
+    @contextlib.contextmanager
+    def _locked(self, stream_dir: Path) -> Iterator[None]:
+        ensure_dir(stream_dir)
+        fd = os.open(stream_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _read_ref(self, stream: str) -> Ref:
+        path = self._stream_dir(stream) / REF_FILE
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return Ref()
+        try:
+            ref = msgspec.json.decode(data, type=Ref)
+        except msgspec.DecodeError as exc:
+            raise DestinationError(f"{path}: not a published ref ({exc}); fix or remove "
+                                   "it by hand, this destination will not guess") from None
+        return msgspec.structs.replace(ref, content=0)
+
+    def _tail(self, origin_dir: Path, *, repair: bool) -> _Tail:
+        """The newest complete row of ``origin_dir``; with ``repair``, cut what is torn."""
+        recovery = Recovery()
+        if not origin_dir.is_dir():
+            return _Tail(recovery=recovery)
+        for segment in sorted(origin_dir.glob(f"*{SEGMENT_SUFFIX}"), reverse=True):
+            size = segment.stat().st_size
+            line, end, read = _last_line(segment, size)
+            recovery.bytes_read += read
+            if end < size and repair:
+                with open(segment, "r+b") as handle:
+                    handle.truncate(end)
+                    os.fsync(handle.fileno())
+                recovery.torn_bytes += size - end
+                size = end
+            if line is None:
+                if repair:
+                    segment.unlink()
+                    fsync_dir(origin_dir)
+                    recovery.segments_dropped += 1
+                continue
+            try:
+                position = msgspec.json.decode(line, type=_Position).position
+            except msgspec.DecodeError:
+                raise DestinationError(f"{segment}: the last complete line is not an exported "
+                                       "row; refusing to guess the position") from None
+            return _Tail(segment, size, position, recovery)
+        return _Tail(recovery=recovery)
+
+    def _append(self, origin_dir: Path, tail: _Tail, rows: list[ExportRow]) -> None:
+        data = _encoder.encode_lines(rows)
+        created = tail.segment is None or tail.size >= self.segment_bytes
+        if created:
+            ensure_dir(origin_dir)
+            tail.segment = origin_dir / f"{rows[0].position:020d}{SEGMENT_SUFFIX}"
+            tail.size = 0
+        assert tail.segment is not None
+        with open(tail.segment, "ab") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if created:
+            fsync_dir(origin_dir)
+        tail.size += len(data)
+        tail.position = rows[-1].position
+
+
+def _component(what: str, value: str) -> str:
+    if not isinstance(value, str) or not _COMPONENT.match(value) or ".." in value:
+        raise DestinationError(f"{what} {value!r}: expected a short name of letters, digits, "
+                               "'.', '_' and '-'")
+    return value
+
+
+def _rows_past(rows: list[ExportRow], position: int) -> list[ExportRow]:
+    """The rows after ``position``, checked to ascend; rows at or below it are dropped."""
+    start = 0
+    while start < len(rows) and rows[start].position <= position:
+        start += 1
+    last = position
+    for row in rows[start:] if start else rows:
+        if row.position <= last:
+            raise DestinationError(f"batch rows are not in ascending position order at "
+                                   f"position {row.position}; nothing was written")
+        last = row.position
+    return rows[start:] if start else rows
+
+
+def _last_line(path: Path, size: int) -> tuple[bytes | None, int, int]:
+    """(last complete line or None, offset just past it, bytes read), reading backwards."""
+    buf, start, newline = b"", size, -1
+    with open(path, "rb") as handle:
+        while True:
+            if newline < 0:
+                found = buf.rfind(b"\n")
+                if found >= 0:
+                    newline = start + found
+            if newline >= 0:
+                previous = buf.rfind(b"\n", 0, newline - start)
+                if previous >= 0 or start == 0:
+                    return buf[previous + 1:newline - start], newline + 1, size - start
+            elif start == 0:
+                return None, 0, size
+            begin = max(0, start - TAIL_CHUNK_BYTES)
+            handle.seek(begin)
+            buf = handle.read(start - begin) + buf
+            start = begin

@@ -1,0 +1,287 @@
+"""The export engine against the real directory destination, in one process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import hostcore_directory_destination.plugin as directory_plugin
+import msgspec
+import pytest
+
+from hostcore.export import (
+    ExportBatch,
+    Exporter,
+    apply_governance,
+    decisions_identity,
+    local_governance,
+    select_destination,
+    terms_identity,
+)
+from hostcore.ledger import EndedStamp, PollSection, PortableRecord
+from hostcore.markers import hookimpl
+from hostcore.ref import Conflict, Ref, Status, fold
+from hostcore.refcache import CACHE_PATH, RefCache
+from hostcore.store import EvidenceRow
+from hostcore.telemetry import EventSpec
+
+
+@pytest.fixture
+def outbox(tmp_path: Path) -> Path:
+    return tmp_path / "outbox"
+
+
+@pytest.fixture
+def host(make_host, outbox):
+    return make_host(directory_plugin,
+                     config={"plugins": {"directory-destination": {"path": str(outbox)}}})
+
+
+def add_rows(host, count: int, directory: str = "/work/a", source: str = "claude") -> None:
+    host.store.append(
+        EvidenceRow(partition="sessions", source_id=source, directory=directory,
+                    ts="2024-05-01T10:00:00Z", payload={"n": i, "dir": directory})
+        for i in range(count)
+    )
+
+
+def exported(outbox: Path) -> list[dict]:
+    lines = []
+    for segment in sorted(outbox.glob("main/*/*.jsonl")):
+        lines.extend(json.loads(line) for line in segment.read_text().splitlines())
+    return lines
+
+
+def published_file(outbox: Path) -> Path:
+    return outbox / "main" / "ref.json"
+
+
+def move_destination_context(outbox: Path, value: str = "f" * 64) -> None:
+    """What another writer does to the folder: publish a different context."""
+    path = published_file(outbox)
+    data = json.loads(path.read_text())
+    data["context"] = value
+    path.write_text(json.dumps(data))
+
+
+def exporter(host, batch_rows: int = 10) -> Exporter:
+    return Exporter(host, select_destination(host), batch_rows=batch_rows)
+
+
+def test_exports_every_permitted_row_once_in_position_order(host, outbox):
+    add_rows(host, 25)
+    summary = exporter(host).run()
+    assert (summary.rows, summary.batches, summary.position, summary.done) == (25, 3, 25, True)
+    assert summary.carried == ["context", "terms", "decisions"]  # first contact sets all three
+    rows = exported(outbox)
+    assert [r["position"] for r in rows] == list(range(1, 26))
+    assert rows[0]["payload"] == {"n": 0, "dir": "/work/a"}
+    assert set(rows[0]) == {"position", "partition", "source_id", "session_id", "ts",
+                            "directory", "git_remote", "payload", "key"}
+    again = exporter(host).run()
+    assert (again.rows, again.batches, again.carried) == (0, 0, [])
+    assert len(exported(outbox)) == 25
+
+
+def test_max_rows_bounds_a_run_and_the_next_run_continues(host, outbox):
+    add_rows(host, 25)
+    first = exporter(host).run(max_rows=12)
+    assert (first.rows, first.done) == (12, False)
+    second = exporter(host).run()
+    assert (second.rows, second.done) == (13, True)
+    assert [r["position"] for r in exported(outbox)] == list(range(1, 26))
+
+
+def test_a_withheld_row_is_never_exported(host, outbox):
+    add_rows(host, 5, directory="/work/a")
+    add_rows(host, 5, directory="/work/secret")
+    host.policy.input("class-list").set("/work/secret", "local-only")
+    exporter(host).run()
+    assert {r["directory"] for r in exported(outbox)} == {"/work/a"}
+    assert len(exported(outbox)) == 5
+
+
+def test_a_policy_change_withholds_later_rows_and_retracts_nothing(host, outbox):
+    add_rows(host, 3, directory="/work/b")
+    exporter(host).run()
+    host.policy.input("class-list").set("/work/b", "local-only")
+    add_rows(host, 4, directory="/work/b")
+    add_rows(host, 2, directory="/work/a")
+    summary = exporter(host).run()
+    assert summary.carried == ["context"]
+    rows = exported(outbox)
+    assert [r["directory"] for r in rows] == ["/work/b"] * 3 + ["/work/a"] * 2
+
+
+def test_the_destination_position_is_the_truth_not_the_cache(host, outbox):
+    add_rows(host, 8)
+    exporter(host).run()
+    cache = RefCache(host.root)
+    cached = cache.load(select_destination(host).key)
+    cached.record("main", Ref(content=1_000, **cached.ref("main").governance()))
+    cache.save(cached)
+    add_rows(host, 4)
+    summary = exporter(host).run()
+    assert summary.rows == 4
+    (host.root / CACHE_PATH).unlink()
+    add_rows(host, 1)
+    assert exporter(host).run().rows == 1
+    assert [r["position"] for r in exported(outbox)] == list(range(1, 14))
+
+
+def test_content_only_push_asserts_nothing_when_the_destination_moved(host, outbox):
+    add_rows(host, 3)
+    exporter(host).run()
+    move_destination_context(outbox)
+    add_rows(host, 3)
+    summary = exporter(host).run()
+    assert (summary.rows, summary.carried) == (6 - 3, [])
+    assert json.loads(published_file(outbox).read_text())["context"] == "f" * 64
+    report = exporter(host).report()
+    assert report.governance.moved() == ["context"]
+    assert report.since_last_push.moved() == []
+
+
+def test_governance_push_conflicts_when_the_destination_moved(host, outbox, collected_events):
+    add_rows(host, 3)
+    exporter(host).run()
+    move_destination_context(outbox)
+    before = (published_file(outbox).read_bytes(), exported(outbox))
+    host.policy.input("class-list").set("/work/elsewhere", "local-only")
+    add_rows(host, 3)
+    with pytest.raises(Conflict) as caught:
+        exporter(host).run()
+    assert caught.value.component == "context"
+    assert caught.value.actual == "f" * 64
+    assert "cannot resolve" in str(caught.value)
+    assert (published_file(outbox).read_bytes(), exported(outbox)) == before
+    assert [e.attributes for e in collected_events.named("export.conflict")] == [
+        {"component": "context"}
+    ]
+    with pytest.raises(Conflict):
+        exporter(host).run()  # the same write again cannot succeed
+
+
+def test_adopt_resolves_a_conflict_by_writing_over_the_value_found(host, outbox):
+    add_rows(host, 3)
+    exporter(host).run()
+    move_destination_context(outbox)
+    host.policy.input("class-list").set("/work/elsewhere", "local-only")
+    add_rows(host, 2)
+    summary = exporter(host).run(adopt=True)
+    assert (summary.rows, summary.carried) == (2, ["context"])
+    local = local_governance(host)
+    assert json.loads(published_file(outbox).read_text())["context"] == local.context
+    assert exporter(host).report().governance.current()
+
+
+def test_rerun_after_the_destination_wrote_governance_unrecorded_is_not_a_conflict(
+        host, outbox):
+    add_rows(host, 3)
+    exporter(host).run()
+    host.policy.input("class-list").set("/work/elsewhere", "local-only")
+    destination = select_destination(host)
+
+    class DiesAfterWriting:
+        name, key = destination.name, destination.key
+        published = destination.published
+
+        def push(self, batch):
+            destination.push(batch)
+            raise KeyboardInterrupt  # the pusher never learns the write happened
+
+    with pytest.raises(KeyboardInterrupt):
+        Exporter(host, DiesAfterWriting(), batch_rows=10).run()
+    add_rows(host, 2)
+    summary = exporter(host).run()
+    assert summary.rows == 2
+    assert [r["position"] for r in exported(outbox)] == [1, 2, 3, 4, 5]
+
+
+def test_a_replaced_store_drops_cached_positions(host, outbox):
+    add_rows(host, 2)
+    exporter(host).run()
+    cache = RefCache(host.root)
+    cached = cache.load(select_destination(host).key)
+    cached.store = "another-store"
+    cache.save(cached)
+    summary = exporter(host).run()
+    assert summary.positions_dropped
+    assert RefCache(host.root).load(select_destination(host).key).ref().content == 2
+
+
+def test_apply_governance_asserts_only_the_components_a_push_sets():
+    held = Ref(context="c-other", terms="t1", decisions="d1")
+    batch = ExportBatch(stream="main", origin="o", rows=[],
+                        sets=Ref(terms="t2"), expect=Ref(terms="t1"))
+    assert apply_governance(held, batch) == Ref(context="c-other", terms="t2", decisions="d1")
+    stale = ExportBatch(stream="main", origin="o", rows=[],
+                        sets=Ref(context="c2"), expect=Ref(context="c1"))
+    with pytest.raises(Conflict):
+        apply_governance(held, stale)
+    already = ExportBatch(stream="main", origin="o", rows=[],
+                          sets=Ref(context="c-other"), expect=Ref(context="c1"))
+    assert apply_governance(held, already) == held
+    first_contact = ExportBatch(stream="main", origin="o", rows=[], sets=Ref(context="c9"))
+    assert apply_governance(held, first_contact).context == "c9"
+
+
+def test_decisions_fold_leaves_poll_only_records_out(host):
+    assert decisions_identity(host) == fold({})
+    polled = PollSection(last_polled_at="2024-05-01T00:00:00Z")
+    host.ledger.write(PortableRecord(ref="o/r#1", poll=polled))
+    assert decisions_identity(host) == fold({})
+    host.ledger.write(PortableRecord(ref="o/r#2", control={"assignee": "me"}))
+    with_control = decisions_identity(host)
+    assert with_control != fold({})
+    host.ledger.write(PortableRecord(ref="o/r#2", control={"assignee": "me"},
+                                     poll=PollSection(last_polled_at="2024-06-01T00:00:00Z")))
+    assert decisions_identity(host) == with_control  # polling is not a decision
+    host.ledger.write(PortableRecord(ref="o/r#3", ended=EndedStamp(at="2024-06-02T00:00:00Z",
+                                                                  state="closed")))
+    assert decisions_identity(host) not in (with_control, fold({}))
+
+
+class ExtraEvent:
+    @hookimpl
+    def hostcore_events(self):
+        return EventSpec("extra.thing", {"count": int})
+
+
+def test_terms_identify_the_event_catalog_in_force(make_host):
+    plain, extended = make_host(), make_host(ExtraEvent())
+    assert terms_identity(plain) == terms_identity(make_host())
+    assert terms_identity(plain) != terms_identity(extended)
+
+
+def test_report_counts_rows_behind_and_caps_the_count(host):
+    add_rows(host, 7)
+    report = exporter(host).report(count_limit=5)
+    assert (report.position, report.rows_behind, report.rows_behind_capped) == (0, 5, True)
+    exporter(host).run(max_rows=4)
+    report = exporter(host).report()
+    assert (report.position, report.rows_behind, report.rows_behind_capped) == (4, 3, False)
+    assert report.since_last_push.content.status is Status.AHEAD
+    status = report.as_status()
+    assert status["rows_behind"] == 3
+    assert status["governance"] == {"context": "current", "terms": "current",
+                                    "decisions": "current"}
+
+
+def test_export_pushed_event_carries_counts_only(host, collected_events):
+    add_rows(host, 12)
+    exporter(host).run()
+    assert [e.attributes for e in collected_events.named("export.pushed")] == [
+        {"rows": 12, "batches": 2, "governance": True, "done": True}
+    ]
+
+
+def test_rows_keep_their_payload_verbatim(host, outbox):
+    host.store.append([EvidenceRow(partition="p", source_id="s", directory="/work/a",
+                                   payload={"text": "é\n\"quoted\"", "nested": {"a": [1, 2]}},
+                                   key="k1")])
+    exporter(host).run()
+    (row,) = exported(outbox)
+    assert row["payload"] == {"text": "é\n\"quoted\"", "nested": {"a": [1, 2]}}
+    assert row["key"] == "k1"
+    assert msgspec.json.decode(published_file(outbox).read_bytes(), type=Ref).content == 0

@@ -41,6 +41,7 @@ def repo_key(remote: str) -> str | None:
         try:
             parts = urlsplit(text)
             host = parts.hostname
+            parts.port  # noqa: B018 - raises ValueError for a malformed port
         except ValueError:
             return None
         if parts.scheme.lower() not in _URL_SCHEMES:

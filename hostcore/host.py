@@ -34,7 +34,9 @@ from hostcore.plugins import PluginInfo, PluginSet, Registration, load_plugins
 from hostcore.telemetry import AttrValue, Catalog, Event, Telemetry
 
 if TYPE_CHECKING:
+    from hostcore.ledger import Ledger
     from hostcore.policy import Policy
+    from hostcore.poller import Poller
     from hostcore.seam import ExportSeam
     from hostcore.store import Store
 
@@ -280,6 +282,22 @@ class Host:
         from hostcore.seam import ExportSeam
 
         return ExportSeam(self.store, self.policy)
+
+    @functools.cached_property
+    def ledger(self) -> Ledger:
+        """The work-item ledger, ``<root>/ledger`` (portable records and their index)."""
+        from hostcore.ledger import Ledger
+
+        ledger = Ledger(self.root / "ledger", on_event=self.emit)
+        self.on_close(ledger.close)
+        return ledger
+
+    @functools.cached_property
+    def poller(self) -> Poller:
+        """The work-item poller over :attr:`providers` and :attr:`ledger`."""
+        from hostcore.poller import Poller
+
+        return Poller.for_host(self)
 
     @property
     def freshness(self) -> Any:

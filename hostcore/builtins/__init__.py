@@ -8,4 +8,5 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "hostcore.builtins.core",
     "hostcore.builtins.evidence",
     "hostcore.builtins.export",
+    "hostcore.builtins.poll",
 )

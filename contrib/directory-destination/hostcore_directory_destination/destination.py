@@ -36,7 +36,7 @@ from pathlib import Path
 
 import msgspec
 
-from hostcore.atomic import atomic_write, ensure_dir, fsync_dir
+from hostcore.atomic import STATE_FILE_MODE, atomic_write, ensure_dir, fsync_dir
 from hostcore.errors import HostcoreError
 from hostcore.export import ExportBatch, ExportRow, apply_governance
 from hostcore.ref import Ref
@@ -220,19 +220,25 @@ class DirectoryDestination:
     def _append(self, origin_dir: Path, tail: _Tail, rows: list[ExportRow]) -> None:
         data = _encoder.encode_lines(rows)
         created = tail.segment is None or tail.size >= self.segment_bytes
-        if created:
+        segment = tail.segment
+        if segment is None or created:
             ensure_dir(origin_dir)
-            tail.segment = origin_dir / f"{rows[0].position:020d}{SEGMENT_SUFFIX}"
+            segment = origin_dir / f"{rows[0].position:020d}{SEGMENT_SUFFIX}"
             tail.size = 0
-        assert tail.segment is not None
-        with open(tail.segment, "ab") as handle:
+        with open(segment, "ab", opener=_private) as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         if created:
             fsync_dir(origin_dir)
+        tail.segment = segment
         tail.size += len(data)
         tail.position = rows[-1].position
+
+
+def _private(path: str, flags: int) -> int:
+    """Open segments owner-only, like every state file: rows are evidence."""
+    return os.open(path, flags, STATE_FILE_MODE)
 
 
 def _component(what: str, value: str) -> str:

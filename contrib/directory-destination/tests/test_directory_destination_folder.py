@@ -1,0 +1,188 @@
+"""The folder: durable position, torn-tail recovery, dedupe, segments, refusals."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import msgspec
+import pytest
+from hostcore_directory_destination.destination import (
+    TAIL_CHUNK_BYTES,
+    DestinationError,
+    DirectoryDestination,
+)
+
+from hostcore.export import ExportBatch, ExportRow
+from hostcore.ref import Conflict, Ref
+
+ORIGIN = "0123abcd"
+
+
+def row(position: int, size: int = 10) -> ExportRow:
+    payload = json.dumps({"n": position, "pad": "x" * size})
+    return ExportRow(position, "sessions", "claude", "s1", "2024-05-01T10:00:00Z", "/work/a", "",
+                     msgspec.Raw(payload), None)
+
+
+def batch(*positions: int, sets: Ref = Ref(), expect: Ref = Ref(), size: int = 10,
+          origin: str = ORIGIN) -> ExportBatch:
+    return ExportBatch(stream="main", origin=origin, rows=[row(p, size) for p in positions],
+                       sets=sets, expect=expect)
+
+
+def positions(destination: DirectoryDestination, origin: str = ORIGIN) -> list[int]:
+    found = []
+    for segment in destination.segments("main", origin):
+        found += [json.loads(line)["position"] for line in segment.read_text().splitlines()]
+    return found
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> DirectoryDestination:
+    return DirectoryDestination(tmp_path / "outbox")
+
+
+def test_push_appends_and_publishes_the_new_position(folder):
+    assert folder.published("main", ORIGIN) == Ref()
+    result = folder.push(batch(1, 2, 5, sets=Ref(context="c1")))
+    assert result == Ref(content=5, context="c1")
+    assert folder.published("main", ORIGIN) == Ref(content=5, context="c1")
+    assert positions(folder) == [1, 2, 5]
+
+
+def test_rows_at_or_below_the_position_are_dropped(folder):
+    folder.push(batch(1, 2, 3))
+    assert folder.push(batch(2, 3, 4, 5)).content == 5
+    assert folder.push(batch(1, 2)).content == 5
+    assert positions(folder) == [1, 2, 3, 4, 5]
+
+
+def test_rows_out_of_order_are_refused_and_nothing_is_written(folder):
+    folder.push(batch(1))
+    with pytest.raises(DestinationError, match="ascending"):
+        folder.push(batch(4, 3))
+    with pytest.raises(DestinationError, match="ascending"):
+        folder.push(batch(2, 2))
+    assert positions(folder) == [1]
+
+
+def test_a_torn_final_line_is_cut_by_the_next_push(tmp_path):
+    recovered = []
+    folder = DirectoryDestination(tmp_path / "outbox", on_recover=recovered.append)
+    folder.push(batch(1, 2, 3))
+    (segment,) = folder.segments("main", ORIGIN)
+    torn = b'{"position":4,"partition":"sess'  # a write killed midway
+    with open(segment, "ab") as handle:
+        handle.write(torn)
+    size = segment.stat().st_size
+    assert folder.published("main", ORIGIN).content == 3  # reading repairs nothing
+    assert segment.stat().st_size == size
+    assert folder.push(batch(4, 5)).content == 5
+    assert positions(folder) == [1, 2, 3, 4, 5]
+    assert [(r.torn_bytes, r.segments_dropped) for r in recovered] == [(len(torn), 0)]
+
+
+def test_a_segment_with_no_complete_line_is_removed(tmp_path):
+    folder = DirectoryDestination(tmp_path / "outbox", segment_bytes=1)
+    folder.push(batch(1))
+    folder.push(batch(2))
+    _older, newer = folder.segments("main", ORIGIN)
+    newer.write_bytes(b'{"posit')  # the first write into a new segment was cut short
+    assert folder.published("main", ORIGIN).content == 1
+    folder.push(batch(2, 3))
+    assert folder.last_recovery.segments_dropped == 1
+    assert positions(folder) == [1, 2, 3]
+
+
+def test_segments_roll_at_the_size_limit_and_are_named_by_first_position(tmp_path):
+    folder = DirectoryDestination(tmp_path / "outbox", segment_bytes=300)
+    for start in range(1, 13, 3):
+        folder.push(batch(start, start + 1, start + 2))
+    names = [p.name for p in folder.segments("main", ORIGIN)]
+    assert len(names) > 1
+    assert names[0] == f"{1:020d}.jsonl"
+    assert all(name.endswith(".jsonl") and len(name) == 26 for name in names)
+    assert positions(folder) == list(range(1, 13))
+
+
+def test_recovery_reads_only_the_end_of_one_segment(tmp_path):
+    folder = DirectoryDestination(tmp_path / "outbox")
+    for start in range(1, 2001, 100):
+        folder.push(batch(*range(start, start + 100), size=200))
+    (segment,) = folder.segments("main", ORIGIN)
+    assert segment.stat().st_size > 4 * TAIL_CHUNK_BYTES
+    folder.push(batch(2001))
+    assert folder.last_recovery.bytes_read <= TAIL_CHUNK_BYTES
+
+
+def test_a_row_longer_than_one_read_chunk_is_found(folder):
+    folder.push(batch(1, 2, size=3 * TAIL_CHUNK_BYTES))
+    assert folder.published("main", ORIGIN).content == 2
+
+
+def test_origins_are_separate_feeds(folder):
+    folder.push(batch(1, 2, 3, origin="store-a"))
+    folder.push(batch(1, 2, origin="store-b"))
+    assert folder.published("main", "store-a").content == 3
+    assert folder.published("main", "store-b").content == 2
+    assert positions(folder, "store-b") == [1, 2]
+
+
+def test_governance_is_compare_and_swap_per_component(folder):
+    folder.push(batch(1, sets=Ref(context="c1", terms="t1")))
+    folder.push(batch(2, sets=Ref(context="c2"), expect=Ref(context="c1")))
+    with pytest.raises(Conflict) as caught:
+        folder.push(batch(3, sets=Ref(terms="t2"), expect=Ref(terms="t0")))
+    assert (caught.value.component, caught.value.actual) == ("terms", "t1")
+    assert positions(folder) == [1, 2]  # a refused push writes nothing
+    assert folder.push(batch(3)).content == 3  # content alone asserts nothing
+    assert folder.published("main", ORIGIN) == Ref(content=3, context="c2", terms="t1")
+
+
+def test_an_undecodable_published_ref_stops_the_push(folder):
+    folder.push(batch(1, sets=Ref(context="c1")))
+    (folder.path / "main" / "ref.json").write_bytes(b"\x00not json")
+    with pytest.raises(DestinationError, match=r"ref\.json"):
+        folder.push(batch(2))
+    assert positions(folder) == [1]
+
+
+def test_a_last_line_that_is_not_a_row_stops_the_push(folder):
+    folder.push(batch(1))
+    (segment,) = folder.segments("main", ORIGIN)
+    with open(segment, "ab") as handle:
+        handle.write(b"garbage\n")
+    with pytest.raises(DestinationError, match="refusing to guess"):
+        folder.push(batch(2))
+
+
+@pytest.mark.parametrize("name", ["..", "a/b", "", ".hidden", "x" * 200, "a\x00b"])
+def test_stream_and_origin_must_be_plain_names(folder, name):
+    with pytest.raises(DestinationError, match="expected a short name"):
+        folder.push(batch(1, origin=name))
+    with pytest.raises(DestinationError, match="expected a short name"):
+        folder.published(name, ORIGIN)
+    assert not (folder.path.parent / "b").exists()
+
+
+def test_files_are_owner_only(folder):
+    folder.push(batch(1, sets=Ref(context="c1")))
+    (segment,) = folder.segments("main", ORIGIN)
+    for path in (segment, folder.path / "main" / "ref.json"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_unconfigured_destination_is_unavailable_and_refuses(tmp_path):
+    folder = DirectoryDestination(None)
+    assert "[plugins.directory-destination] path" in folder.availability()
+    with pytest.raises(DestinationError):
+        folder.push(batch(1))
+
+
+def test_status_counts_segments_and_bytes(folder):
+    assert folder.status() == {"segments": 0, "bytes": 0}
+    folder.push(batch(1, 2))
+    (segment,) = folder.segments("main", ORIGIN)
+    assert folder.status() == {"segments": 1, "bytes": segment.stat().st_size}

@@ -279,9 +279,14 @@ class IgnoreDotfiles:
         return None
 
     def withholds(self, directory: str, source_id: str) -> bool:
-        if not directory or not os.path.isabs(directory):
-            return False
-        return self._ignored(os.path.normpath(directory), self._clock())
+        now = self._clock()
+        cached = self._cache.get(directory)
+        if cached is not None and now - cached[0] < self.ttl:
+            return cached[1]
+        verdict = bool(directory) and os.path.isabs(directory) and self._ignored(
+            os.path.normpath(directory), now)
+        self._cache[directory] = (now, verdict)
+        return verdict
 
     def _ignored(self, directory: str, now: float) -> bool:
         cached = self._cache.get(directory)

@@ -1,0 +1,191 @@
+"""Benchmark: the export seam against a raw sqlite3 iteration of the same rows.
+
+Builds a store of ``--rows`` evidence rows (default 2,000,000) over 10,000 git
+remotes, 500 directories and 50 sources, with a policy that withholds 10% of the
+directories (class-per-entry list) and 2 sources (sync opt-out). Then, in the
+same run:
+
+* raw: ``SELECT position, git_remote FROM evidence ORDER BY position`` iterated
+  with plain ``sqlite3`` (no policy, every row);
+* seam: ``async for row in seam.read_rows_since(None, 0, ["git_remote"])`` over
+  the whole history (policy applied);
+
+and prints both rates in history rows per second (rows covered / seconds) and
+the ratio seam/raw (target: >= 0.5). Peak Python memory (tracemalloc) of a seam
+read is measured when the store holds 10% of the rows and again when it holds
+all of them (target: within 10%). ``export_policy_fingerprint()`` is timed with
+an unchanged policy (target: < 1 ms).
+
+Usage: ``python benchmarks/export_seam.py [--rows N] [--quick]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import sqlite3
+import statistics
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+from hostcore.policy import Policy
+from hostcore.policy_inputs import (
+    CLASS_LIST_FILE,
+    OPT_OUT_FILE,
+    ClassList,
+    IgnoreDotfiles,
+    SyncOptOut,
+)
+from hostcore.seam import ExportSeam
+from hostcore.store import EvidenceRow, Store
+
+REMOTES = 10_000
+DIRECTORIES = 500
+SOURCES = 50
+PARTITIONS = 4
+WITHHELD_DIRECTORY_SHARE = 0.10
+OPTED_OUT_SOURCES = 2
+APPEND_BATCH = 20_000
+FINGERPRINT_CALLS = 2_000
+COLUMNS = ["git_remote"]
+
+
+def directory(i: int) -> str:
+    # Under a folder that does not exist, so the dotfile input finds no dotfile.
+    return f"/nonexistent-bench/work/project-{i:03d}"
+
+
+def fill(store: Store, start: int, stop: int, rng: random.Random) -> None:
+    """Append rows ``start..stop`` in batches (positions follow append order)."""
+    for batch_start in range(start, stop, APPEND_BATCH):
+        rows = []
+        for i in range(batch_start, min(stop, batch_start + APPEND_BATCH)):
+            source = rng.randrange(SOURCES)
+            rows.append(EvidenceRow(
+                partition=f"part-{source % PARTITIONS}",
+                source_id=f"source-{source:02d}",
+                session_id=f"session-{i // 500}",
+                ts="2026-01-01T00:00:00Z",
+                directory=directory(rng.randrange(DIRECTORIES)),
+                git_remote=f"git@github.com:owner-{rng.randrange(REMOTES)}/repo.git",
+                payload={"type": "user"},
+            ))
+        store.append(rows)
+
+
+def write_policy(root: Path, rng: random.Random) -> None:
+    class_list = ClassList(root / CLASS_LIST_FILE)
+    for i in rng.sample(range(DIRECTORIES), int(DIRECTORIES * WITHHELD_DIRECTORY_SHARE)):
+        class_list.set(directory(i), "local-only")
+    opt_out = SyncOptOut(root / OPT_OUT_FILE)
+    for i in rng.sample(range(SOURCES), OPTED_OUT_SOURCES):
+        opt_out.set(f"source-{i:02d}", True)
+
+
+def fresh_seam(store: Store, root: Path) -> ExportSeam:
+    """A seam and policy with cold caches, as a newly started host has."""
+    policy = Policy([ClassList(root / CLASS_LIST_FILE), SyncOptOut(root / OPT_OUT_FILE),
+                     IgnoreDotfiles()])
+    return ExportSeam(store, policy)
+
+
+def time_raw(path: Path) -> tuple[int, float]:
+    db = sqlite3.connect(path)
+    started = time.perf_counter()
+    count = 0
+    for _ in db.execute("SELECT position, git_remote FROM evidence ORDER BY position"):
+        count += 1
+    elapsed = time.perf_counter() - started
+    db.close()
+    return count, elapsed
+
+
+async def _drain(seam: ExportSeam) -> int:
+    count = 0
+    async for _ in seam.read_rows_since(None, 0, COLUMNS):
+        count += 1
+    return count
+
+
+def time_seam(seam: ExportSeam) -> tuple[int, float]:
+    started = time.perf_counter()
+    count = asyncio.run(_drain(seam))
+    return count, time.perf_counter() - started
+
+
+def time_seam_sync(seam: ExportSeam) -> tuple[int, float]:
+    started = time.perf_counter()
+    count = sum(1 for _ in seam.read_rows_since_sync(None, 0, COLUMNS))
+    return count, time.perf_counter() - started
+
+
+def peak_memory(seam: ExportSeam) -> int:
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    asyncio.run(_drain(seam))
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return peak
+
+
+def fingerprint_ms(seam: ExportSeam) -> float:
+    seam.export_policy_fingerprint()
+    samples = []
+    for _ in range(FINGERPRINT_CALLS):
+        started = time.perf_counter()
+        seam.export_policy_fingerprint()
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples) * 1000, max(samples) * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--quick", action="store_true", help="100,000 rows (a smoke run)")
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs; best is reported")
+    args = parser.parse_args()
+    total = 100_000 if args.quick else args.rows
+    small = total // 10
+    rng = random.Random(7)
+    with tempfile.TemporaryDirectory(prefix="hostcore-bench-") as tmp:
+        root = Path(tmp)
+        store = Store(root / "store.sqlite3")
+        write_policy(root, rng)
+
+        started = time.perf_counter()
+        fill(store, 0, small, rng)
+        peak_small = peak_memory(fresh_seam(store, root))
+        fill(store, small, total, rng)
+        built = time.perf_counter() - started
+        print(f"built {total:,} rows in {built:.1f} s", flush=True)
+        peak_large = peak_memory(fresh_seam(store, root))
+        seam = fresh_seam(store, root)
+
+        raw_best = min((time_raw(store.path) for _ in range(args.repeat)), key=lambda r: r[1])
+        seam_best = min((time_seam(seam) for _ in range(args.repeat)), key=lambda r: r[1])
+        sync_best = min((time_seam_sync(seam) for _ in range(args.repeat)), key=lambda r: r[1])
+        fp_median, fp_max = fingerprint_ms(seam)
+        store.close()
+
+    raw_rate = total / raw_best[1]
+    seam_rate = total / seam_best[1]
+    sync_rate = total / sync_best[1]
+    print(f"raw sqlite3 : {raw_best[0]:>10,} rows in {raw_best[1]:.3f} s = {raw_rate:,.0f} rows/s")
+    print(f"seam (async): {seam_best[0]:>10,} permitted of {total:,} in {seam_best[1]:.3f} s"
+          f" = {seam_rate:,.0f} history rows/s")
+    print(f"seam (sync) : {sync_best[0]:>10,} permitted of {total:,} in {sync_best[1]:.3f} s"
+          f" = {sync_rate:,.0f} history rows/s")
+    print(f"ratio seam/raw: async {seam_rate / raw_rate:.2f}x, sync {sync_rate / raw_rate:.2f}x"
+          "  (target >= 0.50)")
+    growth = peak_large / peak_small - 1
+    print(f"peak memory of a seam read: {peak_small / 1024:,.0f} KiB at {small:,} rows, "
+          f"{peak_large / 1024:,.0f} KiB at {total:,} rows ({growth:+.1%}; target within 10%)")
+    print(f"export_policy_fingerprint(): median {fp_median:.3f} ms, max {fp_max:.3f} ms "
+          "(target < 1 ms)")
+
+
+if __name__ == "__main__":
+    main()

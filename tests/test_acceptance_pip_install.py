@@ -131,6 +131,10 @@ def test_the_venv_does_not_have_the_plugin_before_pip_installs_it(venv, tmp_path
 
 
 def test_pip_installed_plugin_is_listed_as_loaded(good_installed, tmp_path):
+    where = subprocess.run([str(good_installed.python), "-c",
+                            "import acme_notes; print(acme_notes.__file__)"],
+                           check=True, capture_output=True, text=True).stdout
+    assert where.startswith(str(good_installed.folder)), "installed into the venv itself"
     info = good_installed.plugins(tmp_path)["acme-notes"]
     assert info["status"] == "loaded"
     assert (info["distribution"], info["version"]) == ("acme-notes", "2.3.4")

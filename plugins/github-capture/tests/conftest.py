@@ -132,6 +132,11 @@ def make_events(repo: str, count: int, first_id: int = 1) -> list[dict[str, Any]
             for i in reversed(range(count))]
 
 
+@pytest.fixture(name="make_events")
+def make_events_fixture() -> Any:
+    return make_events
+
+
 class World:
     """The fake GitHub's state file and call log, shared by every fake."""
 

@@ -124,3 +124,11 @@ def otlp_receiver() -> Iterator[OtlpReceiver]:
     receiver = OtlpReceiver()
     yield receiver
     receiver.stop()
+
+
+@pytest.fixture(scope="module")
+def module_otlp_receiver() -> Iterator[OtlpReceiver]:
+    """A receiver that outlives each test's hosts, so their closing flush lands."""
+    receiver = OtlpReceiver()
+    yield receiver
+    receiver.stop()

@@ -1,0 +1,203 @@
+"""Benchmark: what hostcore costs at startup, and what its hook dispatch costs.
+
+Measured in one run, each against a raw baseline measured in the same run:
+
+* ``import hostcore`` in a fresh interpreter, against ``python -c pass``, and
+  the import's own time measured inside that interpreter (target: adds under
+  30 ms);
+* ``Host(...)`` construction in a fresh interpreter with every installed plugin
+  (the first-party plugins and contrib sinks that are installed), against
+  ``python -c pass`` (reported, no target);
+* ``hostcore --version`` as a process (the console script beside this
+  interpreter), against ``python -c pass`` (target: under 3x);
+* calling a hook through ``host.hook`` against the same call through a bare
+  ``pluggy.PluginManager`` with the same number of implementations
+  (target: within 1.5x).
+
+Process times are medians of ``--runs`` launches, taken in turns; peak memory is the largest
+child RSS (``resource``) and the Python peak of an in-process Host build
+(``tracemalloc``). Exits 1 when a target is missed.
+
+Usage: ``python benchmarks/startup.py [--runs N] [--quick]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import timeit
+import tracemalloc
+from pathlib import Path
+
+IMPORT_BUDGET_MS = 30.0
+VERSION_RATIO_BUDGET = 3.0
+DISPATCH_RATIO_BUDGET = 1.5
+HOOK_IMPLEMENTATIONS = 3
+
+
+def process_ms(commands: dict[str, list[str]], runs: int, env: dict[str, str]
+               ) -> dict[str, float]:
+    """Median wall time of ``runs`` launches of each command, in milliseconds.
+
+    The commands take turns, so a burst of load on the machine hits all of them
+    alike instead of skewing one.
+    """
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(runs):
+        for name, argv in commands.items():
+            start = time.perf_counter()
+            subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env)
+            times[name].append((time.perf_counter() - start) * 1000)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def import_ms(runs: int, env: dict[str, str]) -> float:
+    """Median time ``import hostcore`` itself takes in a fresh interpreter, in ms."""
+    code = ("import time; t = time.perf_counter(); import hostcore; "
+            "print((time.perf_counter() - t) * 1000)")
+    return statistics.median(
+        float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                             text=True, env=env).stdout)
+        for _ in range(runs)
+    )
+
+
+def version_command() -> list[str]:
+    script = Path(sys.executable).with_name("hostcore")
+    if script.exists():
+        return [str(script), "--version"]
+    return [sys.executable, "-m", "hostcore", "--version"]
+
+
+def dispatch_ratio(calls: int) -> tuple[float, float]:
+    """Seconds per call through a Host's hook relay and through bare pluggy."""
+    import pluggy
+
+    from hostcore import Host, hookimpl
+
+    def make_impl(i: int) -> object:
+        class Listener:
+            __name__ = f"listener-{i}"
+
+            @hookimpl
+            def hostcore_work_item_event(self, event, host):
+                return None
+
+        return Listener()
+
+    with tempfile.TemporaryDirectory() as root:
+        host = Host(root=root, plugins=[make_impl(i) for i in range(HOOK_IMPLEMENTATIONS)],
+                    load_entrypoints=False, env={})
+        hook = host.hook.hostcore_work_item_event
+        host_time = min(timeit.repeat(lambda: hook(event=None, host=host),
+                                      number=calls, repeat=5)) / calls
+        host.close()
+
+    spec = pluggy.HookspecMarker("bench")
+    impl = pluggy.HookimplMarker("bench")
+
+    class Spec:
+        @spec
+        def bench_event(self, event, host):
+            """The same shape as hostcore_work_item_event."""
+
+    def make_raw(i: int) -> object:
+        class Raw:
+            @impl
+            def bench_event(self, event, host):
+                return None
+
+        return Raw()
+
+    pm = pluggy.PluginManager("bench")
+    pm.add_hookspecs(Spec)
+    for i in range(HOOK_IMPLEMENTATIONS):
+        pm.register(make_raw(i), name=f"raw-{i}")
+    raw_hook = pm.hook.bench_event
+    raw_time = min(timeit.repeat(lambda: raw_hook(event=None, host=None),
+                                 number=calls, repeat=5)) / calls
+    return host_time, raw_time
+
+
+def host_build_memory() -> tuple[float, dict[str, int]]:
+    """Python peak (KiB) of one in-process Host build, and its plugins by status."""
+    from hostcore import Host
+
+    with tempfile.TemporaryDirectory() as root:
+        tracemalloc.start()
+        host = Host(root=root, load_entrypoints=True, env={})
+        peak = tracemalloc.get_traced_memory()[1] / 1024
+        tracemalloc.stop()
+        statuses: dict[str, int] = {}
+        for info in host.plugins.infos.values():
+            statuses[info.status] = statuses.get(info.status, 0) + 1
+        loaded = sorted(i.name for i in host.plugins.infos.values() if i.status == "loaded")
+        host.close()
+    statuses["names"] = loaded  # type: ignore[assignment]
+    return peak, statuses
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=21, help="launches per process timing")
+    parser.add_argument("--quick", action="store_true", help="5 launches, fewer calls")
+    args = parser.parse_args()
+    runs = 5 if args.quick else args.runs
+    calls = 20_000 if args.quick else 200_000
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOSTCORE_")}
+
+    with tempfile.TemporaryDirectory() as root:
+        py = sys.executable
+        commands = {
+            "pass": [py, "-c", "pass"],
+            "import": [py, "-c", "import hostcore"],
+            "build": [py, "-c",
+                      f"import hostcore; hostcore.Host(root={root!r}, env={{}}).close()"],
+            "version": version_command(),
+        }
+        process_ms(commands, 1, env)  # warm the OS file cache
+        timed = process_ms(commands, runs, env)
+        import_itself = import_ms(runs, env)
+    child_rss_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    baseline, imported, build, version = (timed[k] for k in ("pass", "import", "build",
+                                                              "version"))
+
+    host_call, raw_call = dispatch_ratio(calls)
+    peak_kib, statuses = host_build_memory()
+
+    import_added = imported - baseline
+    version_ratio = version / baseline
+    dispatch = host_call / raw_call
+    results = [
+        ("import hostcore adds (ms)", import_added, IMPORT_BUDGET_MS, "<"),
+        ("hostcore --version / python -c pass", version_ratio, VERSION_RATIO_BUDGET, "<"),
+        ("host.hook dispatch / bare pluggy", dispatch, DISPATCH_RATIO_BUDGET, "<="),
+    ]
+
+    print(f"python -c pass               {baseline:8.1f} ms  (median of {runs})")
+    print(f"python -c 'import hostcore'  {imported:8.1f} ms  ratio {imported / baseline:5.2f}"
+          f"  (the import itself: {import_itself:.1f} ms)")
+    print(f"Host(...) with all plugins   {build:8.1f} ms  ratio {build / baseline:5.2f}")
+    print(f"hostcore --version           {version:8.1f} ms  ratio {version_ratio:5.2f}")
+    print(f"  plugins in that Host: {statuses.pop('names')} {statuses}")
+    print(f"hook call via host.hook      {host_call * 1e6:8.2f} us "
+          f"({HOOK_IMPLEMENTATIONS} implementations)")
+    print(f"hook call via bare pluggy    {raw_call * 1e6:8.2f} us")
+    print(f"peak child RSS               {child_rss_kib / 1024:8.1f} MiB")
+    print(f"peak Python memory, Host()   {peak_kib / 1024:8.2f} MiB (tracemalloc)")
+    missed = 0
+    for label, value, budget, op in results:
+        ok = value < budget if op == "<" else value <= budget
+        missed += not ok
+        print(f"{'PASS' if ok else 'MISS'}  {label}: {value:.2f} (target {op} {budget})")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

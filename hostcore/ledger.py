@@ -51,6 +51,7 @@ SLUG_PREFIX_LENGTH = 48
 SLUG_HASH_LENGTH = 32
 
 S = TypeVar("S", bound=msgspec.Struct)
+T = TypeVar("T")
 
 # Section bits in the index.
 POLL, SESSION, CONTROL, GRAPH, COLLABORATORS, ENDED = 1, 2, 4, 8, 16, 32
@@ -409,18 +410,21 @@ class Ledger:
 
     def status(self) -> dict[str, int]:
         """Counts for ``hostcore status``: records, ended, tracked, ledger-only, malformed."""
-        db = self._fresh_index()
-        count = db.execute
-        return {
-            "records": count("SELECT COUNT(*) FROM entries").fetchone()[0],
-            "ended": count("SELECT COUNT(*) FROM entries WHERE sections & ?",
-                           (ENDED,)).fetchone()[0],
-            "tracked": count("SELECT COUNT(*) FROM entries WHERE (sections & ?) != 0 "
-                             "AND (sections & ?) = 0", (TRACKING, ENDED)).fetchone()[0],
-            "ledger_only": count("SELECT COUNT(*) FROM entries WHERE sections = ?",
-                                 (POLL,)).fetchone()[0],
-            "malformed": count("SELECT COUNT(*) FROM malformed").fetchone()[0],
-        }
+
+        def counts(db: sqlite3.Connection) -> dict[str, int]:
+            def one(sql: str, *args: int) -> int:
+                return int(db.execute(sql, args).fetchone()[0])
+
+            return {
+                "records": one("SELECT COUNT(*) FROM entries"),
+                "ended": one("SELECT COUNT(*) FROM entries WHERE sections & ?", ENDED),
+                "tracked": one("SELECT COUNT(*) FROM entries WHERE (sections & ?) != 0 "
+                               "AND (sections & ?) = 0", TRACKING, ENDED),
+                "ledger_only": one("SELECT COUNT(*) FROM entries WHERE sections = ?", POLL),
+                "malformed": one("SELECT COUNT(*) FROM malformed"),
+            }
+
+        return self._with_index(counts)
 
     def rebuild_index(self, reason: str = "requested") -> int:
         """Delete the index and derive it again from every record; returns records indexed."""
@@ -437,19 +441,21 @@ class Ledger:
     # -- index maintenance -----------------------------------------------------------
 
     def _query(self, sql: str, args: tuple[Any, ...]) -> list[IndexEntry]:
+        return self._with_index(lambda db: [
+            IndexEntry(str(r), int(s), str(a), str(u), str(p))
+            for r, s, a, u, p in db.execute(sql, args)])
+
+    def _with_index(self, read: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``read`` on the fresh index; an index that fails it is rebuilt once."""
         try:
-            return self._rows(sql, args)
+            return read(self._fresh_index())
         except (sqlite3.DatabaseError, ValueError, TypeError):
             # Rows the index should never hold: it is damaged. Derive it again.
             log.debug("ledger index unreadable; rebuilding", exc_info=True)
             with self._locked():
                 self._drop_index()
-            return self._rows(sql, args)
-
-    def _rows(self, sql: str, args: tuple[Any, ...]) -> list[IndexEntry]:
-        db = self._fresh_index()
-        return [IndexEntry(str(r), int(s), str(a), str(u), str(p))
-                for r, s, a, u, p in db.execute(sql, args)]
+                self._rebuild("damaged")
+            return read(self._fresh_index())
 
     def _fresh_index(self) -> sqlite3.Connection:
         """The index, re-synchronised first if the folder changed since it was written."""

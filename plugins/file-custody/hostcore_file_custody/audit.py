@@ -1,0 +1,167 @@
+"""The sweep's audit: a provisional observation fenced by the observed generation.
+
+:func:`record_live_sweep_observation` attaches a ``sweep_observed`` record to the
+generation the caller captured from the state it observed, never to whichever
+generation happens to be current when it runs. It checks that authority three
+times: before taking custody, right after taking it, and immediately before
+writing (a nested call in the same thread can replace the generation while
+custody is reused). The observation is provisional: it never ends a session.
+
+When the observation cannot be attached (no witness, no generation record, an
+ended or replaced generation, a failed write), the sweep leaves a
+``heartbeat_sweep_unrecorded`` diagnostic instead with
+:func:`record_sweep_unrecorded`.
+
+Records are files under ``audit/`` (written durably); telemetry carries only
+counts, booleans and the reason enum.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+
+import msgspec
+
+from hostcore.atomic import atomic_write
+from hostcore.errors import RecordError
+from hostcore.records import decode_json, encode_json
+from hostcore_file_custody.hooks import NO_HOOKS, SweepHooks
+from hostcore_file_custody.registry import HeartbeatRegistry, is_generation_id
+from hostcore_file_custody.revision import FileRevision
+
+UnrecordedReason = Literal["unwitnessed", "missing", "terminal", "archived", "stale",
+                           "write-failed"]
+UNRECORDED_REASONS: tuple[str, ...] = ("unwitnessed", "missing", "terminal", "archived",
+                                       "stale", "write-failed")
+
+Emit = Callable[..., Any]
+
+
+class AuditRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One audit file: an observation or a diagnostic about a swept heartbeat."""
+
+    kind: Literal["sweep_observed", "heartbeat_sweep_unrecorded"]
+    instance: str
+    generation_id: str | None
+    observed: FileRevision
+    recorded_at: float
+    provisional: bool = True
+    epoch: int | None = None
+    reason: str | None = None
+
+
+class AuditOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """Whether the observation was recorded; if not, why (one of :data:`UNRECORDED_REASONS`)."""
+
+    recorded: bool
+    reason: UnrecordedReason | None = None
+
+
+def _authority(registry: HeartbeatRegistry, instance: str,
+               expected: str | None) -> tuple[UnrecordedReason | None, int | None]:
+    """(why the witness gives no authority, or ``None``; the generation's epoch)."""
+    if expected is None or not is_generation_id(expected):
+        return "unwitnessed", None
+    try:
+        record = registry.read_generation(instance)
+    except RecordError:
+        return "missing", None  # an unreadable record is no authority either
+    if record is None:
+        return "missing", None
+    if record.generation_id != expected:
+        return "stale", None
+    if record.status == "terminal":
+        return "terminal", None
+    if record.status == "archived":
+        return "archived", None
+    return None, record.epoch
+
+
+def _write_record(registry: HeartbeatRegistry, record: AuditRecord) -> None:
+    name = f"{time.time_ns():020d}-{secrets.token_hex(4)}.json"
+    atomic_write(registry.audit_dir / name, encode_json(record))
+
+
+def record_live_sweep_observation(
+    registry: HeartbeatRegistry,
+    instance: str,
+    *,
+    observed: FileRevision,
+    expected_generation_id: str | None,
+    emit: Emit | None = None,
+    hooks: SweepHooks = NO_HOOKS,
+) -> AuditOutcome:
+    """Record that a sweep observed ``instance``'s heartbeat stale, for the witnessed generation.
+
+    ``expected_generation_id`` must be captured from the observed state; ``None``
+    means no usable witness and is never upgraded to a generation found later.
+    Nothing is written unless that generation is the live current one before
+    custody, after acquiring it, and immediately before the write.
+    """
+    reason, _ = _authority(registry, instance, expected_generation_id)
+    if reason is not None:
+        return AuditOutcome(recorded=False, reason=reason)
+    with registry.with_generation_custody(instance):
+        reason, epoch = _authority(registry, instance, expected_generation_id)
+        if reason is not None:
+            return AuditOutcome(recorded=False, reason=reason)
+        hooks.call("before_audit_write", instance)
+        reason, final_epoch = _authority(registry, instance, expected_generation_id)
+        if reason is not None or final_epoch != epoch:
+            return AuditOutcome(recorded=False, reason=reason or "stale")
+        try:
+            _write_record(registry, AuditRecord(
+                kind="sweep_observed", instance=instance,
+                generation_id=expected_generation_id, observed=observed,
+                recorded_at=time.time(), epoch=epoch))
+        except OSError:
+            return AuditOutcome(recorded=False, reason="write-failed")
+    if emit is not None:
+        emit("lifecycle.sweep_observed", provisional=True)
+    return AuditOutcome(recorded=True)
+
+
+def record_sweep_unrecorded(
+    registry: HeartbeatRegistry,
+    instance: str,
+    *,
+    reason: UnrecordedReason,
+    observed: FileRevision,
+    generation_id: str | None,
+    emit: Emit | None = None,
+) -> bool:
+    """Leave a ``heartbeat_sweep_unrecorded`` diagnostic; returns whether it was persisted.
+
+    It reopens nothing: the generation's status is not touched.
+    """
+    try:
+        _write_record(registry, AuditRecord(
+            kind="heartbeat_sweep_unrecorded", instance=instance,
+            generation_id=generation_id if is_generation_id(generation_id) else None,
+            observed=observed, recorded_at=time.time(), reason=reason))
+        persisted = True
+    except OSError:
+        persisted = False
+    if emit is not None:
+        emit("custody.heartbeat_sweep_unrecorded", reason=reason, persisted=persisted)
+    return persisted
+
+
+def read_audit_records(registry: HeartbeatRegistry) -> tuple[list[AuditRecord], int]:
+    """Every readable audit record, oldest first, and how many files could not be read."""
+    try:
+        paths = sorted(p for p in registry.audit_dir.iterdir()
+                       if p.suffix == ".json" and not p.name.startswith("."))
+    except FileNotFoundError:
+        return [], 0
+    records: list[AuditRecord] = []
+    unreadable = 0
+    for path in paths:
+        try:
+            records.append(decode_json(path.read_bytes(), AuditRecord, what=str(path)))
+        except (OSError, RecordError):
+            unreadable += 1
+    return records, unreadable

@@ -1,0 +1,194 @@
+"""Generation custody: one owner at a time acts on an instance's files.
+
+Custody of an instance is the kernel ``flock`` on its lock file
+(``locks/<instance>.lock``). A live session holds it for its whole life, so
+its own writes reuse it and cost no further kernel lock; a sweep or a
+standalone writer takes it only for the span of its work. The lock is a
+no-clobber lease: a competing owner that holds it is refused whatever its age,
+because only the holder's death (or release) frees it.
+
+Within one process, custody is reentrant per thread: a nested call reuses the
+custody its thread already holds (``nested=True``), so a publication inside a
+nested call still has to recheck its captured generation. Other threads
+wait for a session's custody (an in-process mutex, counted like a lock) but are
+refused a sweep's or a standalone writer's. Unrelated instances have unrelated
+lock files and never wait on each other. Custody does not survive ``fork``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import tenacity
+from hostcore_file_custody.errors import CustodyRefused
+from hostcore_file_custody.locks import LOCK_RETRY_PAUSE_SECONDS, LOCKS, lock_exclusive
+
+# How long another thread of a session's process waits for the session's custody.
+SESSION_MUTEX_WAIT_SECONDS = 5.0
+
+
+class _Held:
+    """Custody this process holds on one lock file."""
+
+    def __init__(self, lock_path: Path, fd: int, *, lifetime: bool) -> None:
+        self.lock_path = lock_path
+        self.fd = fd
+        self.lifetime = lifetime
+        self.mutex = threading.Lock()
+        self.owner_thread: int | None = None
+        self.depth = 0
+        self.closed = False
+        self.discard_when: Callable[[], bool] | None = None
+
+
+# Custody held by this process, keyed by lock file path. Entries are added only
+# after the kernel lock is taken and removed before it is released, so a
+# thread that finds no entry competes through the kernel lock.
+_HELD: dict[str, _Held] = {}
+
+
+@dataclass(frozen=True)
+class Custody:
+    """A handle on held custody.
+
+    ``nested`` is true when this call reused custody its thread already held;
+    ``lifetime`` when the custody is a live session's.
+    """
+
+    instance: str
+    lock_path: Path
+    nested: bool
+    lifetime: bool
+    _held: _Held
+
+    def discard_lock_file_if(self, condition: Callable[[], bool]) -> None:
+        """On release, unlink the lock file if ``condition()`` still holds then.
+
+        Only for custody taken by a sweep: the instance has nothing left to guard.
+        """
+        if not self._held.lifetime:
+            self._held.discard_when = condition
+
+
+def _key(lock_path: Path) -> str:
+    return os.path.abspath(lock_path)
+
+
+@contextlib.contextmanager
+def hold_custody(lock_path: Path, instance: str, *, wait_seconds: float = 0.0,
+                 reuse: bool = True) -> Iterator[Custody]:
+    """Hold custody of ``instance`` (whose lock file is ``lock_path``) for the block.
+
+    ``reuse=False`` never reuses custody held in this process (a sweep must not
+    act through a live session's custody). Raises :class:`CustodyRefused` when a
+    live or uncertain competing owner holds it past ``wait_seconds``.
+    """
+    key = _key(lock_path)
+    me = threading.get_ident()
+    held = _HELD.get(key)
+    if held is not None and reuse and held.owner_thread == me:
+        held.depth += 1
+        try:
+            yield Custody(instance, lock_path, nested=True, lifetime=held.lifetime, _held=held)
+        finally:
+            held.depth -= 1
+        return
+    if held is not None and reuse and held.lifetime:
+        with _session_custody(held, instance) as custody:
+            yield custody
+        return
+    fd = _take(lock_path, key, wait_seconds, reuse)
+    held = _Held(lock_path, fd, lifetime=False)
+    held.mutex.acquire()  # a fresh mutex nobody else can see yet: uncontended
+    held.owner_thread, held.depth = me, 1
+    _HELD[key] = held
+    try:
+        yield Custody(instance, lock_path, nested=False, lifetime=False, _held=held)
+    finally:
+        del _HELD[key]
+        if held.discard_when is not None and held.discard_when():
+            _unlink_if_ours(lock_path, fd)
+        held.closed = True
+        os.close(fd)  # releases the kernel lock
+
+
+def _take(lock_path: Path, key: str, wait_seconds: float, reuse: bool) -> int:
+    def attempt() -> int:
+        if key in _HELD:
+            raise CustodyRefused(f"{lock_path}: custody held by another thread of this "
+                                 "process", "held")
+        return lock_exclusive(lock_path)
+
+    retrying = tenacity.Retrying(
+        retry=tenacity.retry_if_exception(
+            lambda exc: isinstance(exc, CustodyRefused) and exc.reason == "held"),
+        stop=tenacity.stop_after_delay(wait_seconds),
+        wait=tenacity.wait_fixed(LOCK_RETRY_PAUSE_SECONDS),
+        reraise=True,
+    )
+    return retrying(attempt) if wait_seconds > 0 else attempt()
+
+
+@contextlib.contextmanager
+def _session_custody(held: _Held, instance: str) -> Iterator[Custody]:
+    LOCKS.add()
+    if not held.mutex.acquire(timeout=SESSION_MUTEX_WAIT_SECONDS):
+        raise CustodyRefused(f"{held.lock_path}: another thread kept the session's custody",
+                             "held")
+    try:
+        if held.closed:
+            raise CustodyRefused(f"{held.lock_path}: the session has ended", "closed")
+        held.owner_thread, held.depth = threading.get_ident(), 1
+        yield Custody(instance, held.lock_path, nested=False, lifetime=True, _held=held)
+    finally:
+        held.owner_thread, held.depth = None, 0
+        held.mutex.release()
+
+
+def _unlink_if_ours(lock_path: Path, fd: int) -> None:
+    """Unlink the lock file while holding its lock, if its name still leads to our inode."""
+    with contextlib.suppress(FileNotFoundError):
+        named = os.stat(lock_path, follow_symlinks=False)
+        mine = os.fstat(fd)
+        if (named.st_dev, named.st_ino) == (mine.st_dev, mine.st_ino):
+            os.unlink(lock_path)
+
+
+class LifetimeCustody:
+    """The custody a live session holds from its start to its close."""
+
+    def __init__(self, lock_path: Path, *, wait_seconds: float) -> None:
+        self.lock_path = lock_path
+        self._held = _Held(lock_path, lock_exclusive(lock_path, wait_seconds=wait_seconds),
+                           lifetime=True)
+
+    def publish(self) -> None:
+        """Let this process's other calls reuse the custody (after the session's first writes)."""
+        _HELD[_key(self.lock_path)] = self._held
+
+    @contextlib.contextmanager
+    def closing(self) -> Iterator[None]:
+        """Hold the session's custody one last time, then release it for good."""
+        LOCKS.add()
+        if not self._held.mutex.acquire(timeout=SESSION_MUTEX_WAIT_SECONDS):
+            raise CustodyRefused(f"{self.lock_path}: another thread kept the session's custody",
+                                 "held")
+        try:
+            self._held.owner_thread, self._held.depth = threading.get_ident(), 1
+            yield
+        finally:
+            self.release()
+            self._held.mutex.release()
+
+    def release(self) -> None:
+        """Give the custody up: the kernel lock is dropped, the lock file kept."""
+        if self._held.closed:
+            return
+        self._held.closed = True
+        _HELD.pop(_key(self.lock_path), None)
+        os.close(self._held.fd)

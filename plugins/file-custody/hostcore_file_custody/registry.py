@@ -1,0 +1,384 @@
+"""The heartbeat registry of embedding agents: one folder, a few files per session.
+
+Layout under the registry root::
+
+    heartbeats/<instance>.json     heartbeat cache (disposable): generation, owner, refresh
+    pid-map/<pid>.json             which instance a process runs (disposable)
+    prompt-hash/<instance>.txt     the session's prompt hash (disposable)
+    generations/<instance>.json    the instance's current generation and its status
+    locks/<instance>.lock          the instance's custody lock (see custody.py)
+    audit/<id>.json                sweep observations and unrecorded-sweep diagnostics
+    */.custody/                    private pins and manifests of deletions in flight
+
+A session start takes exactly one lock, the instance's custody lock, and keeps
+it until the session closes: the kernel drops it if the process dies, which is
+how a sweep proves the session dead. It then writes the generation record (for
+a new generation), the heartbeat, the pid-map entry and the prompt hash, each
+by atomic rename, and only then lets its other calls reuse the custody.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+from hostcore_file_custody.custody import Custody, LifetimeCustody, hold_custody
+from hostcore_file_custody.errors import CustodyError, WitnessError
+from hostcore_file_custody.owner import OwnerRecord, current_owner
+
+from hostcore.atomic import atomic_write, ensure_dir
+from hostcore.errors import RecordError
+from hostcore.records import decode_json, encode_json
+
+# How long a session start waits for a sweep's brief custody of its instance.
+START_WAIT_SECONDS = 2.0
+
+GenerationStatus = Literal["live", "terminal", "archived"]
+_GENERATION_ID = re.compile(r"^gen_[A-Za-z0-9_-]{1,64}$")
+_INSTANCE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
+
+
+def new_generation_id() -> str:
+    return f"gen_{secrets.token_hex(16)}"
+
+
+def is_generation_id(value: object) -> bool:
+    return isinstance(value, str) and _GENERATION_ID.match(value) is not None
+
+
+def check_instance(instance: str) -> str:
+    if not isinstance(instance, str) or not _INSTANCE.match(instance):
+        raise CustodyError(f"instance {instance!r}: use letters, digits, '-' and '_' "
+                           "(up to 128, not starting with '-' or '_')")
+    return instance
+
+
+class GenerationRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """The current generation of an instance; ``epoch`` grows with every transition."""
+
+    instance: str
+    generation_id: str
+    status: GenerationStatus
+    epoch: int
+    changed_at: float
+
+
+class Heartbeat(msgspec.Struct, frozen=True, kw_only=True):
+    """A session's heartbeat cache. ``payload`` is what the live-coordination writer projects."""
+
+    instance: str
+    generation_id: str
+    owner: OwnerRecord
+    seq: int = 0
+    refreshed_at: float = 0.0
+    payload: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class PidMapEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """Which instance process ``pid`` runs."""
+
+    pid: int
+    instance: str
+    generation_id: str | None = None
+
+
+class HeartbeatRegistry:
+    """The files of every session instance under one root folder."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self.heartbeats_dir = self.root / "heartbeats"
+        self.pid_map_dir = self.root / "pid-map"
+        self.prompt_hash_dir = self.root / "prompt-hash"
+        self.generations_dir = self.root / "generations"
+        self.locks_dir = self.root / "locks"
+        self.audit_dir = self.root / "audit"
+
+    def __repr__(self) -> str:
+        return f"HeartbeatRegistry({str(self.root)!r})"
+
+    @property
+    def cache_dirs(self) -> dict[str, Path]:
+        """The folders of disposable caches, each with its own private custody folder."""
+        return {"heartbeats": self.heartbeats_dir, "pid-map": self.pid_map_dir,
+                "prompt-hash": self.prompt_hash_dir}
+
+    def ensure(self) -> HeartbeatRegistry:
+        for folder in (*self.cache_dirs.values(), self.generations_dir, self.locks_dir,
+                       self.audit_dir):
+            ensure_dir(folder)
+        return self
+
+    # -- paths ---------------------------------------------------------------------
+
+    def heartbeat_path(self, instance: str) -> Path:
+        return self.heartbeats_dir / f"{check_instance(instance)}.json"
+
+    def pid_map_path(self, pid: int) -> Path:
+        return self.pid_map_dir / f"{int(pid)}.json"
+
+    def prompt_hash_path(self, instance: str) -> Path:
+        return self.prompt_hash_dir / f"{check_instance(instance)}.txt"
+
+    def generation_path(self, instance: str) -> Path:
+        return self.generations_dir / f"{check_instance(instance)}.json"
+
+    def lock_path(self, instance: str) -> Path:
+        return self.locks_dir / f"{check_instance(instance)}.lock"
+
+    # -- records -------------------------------------------------------------------
+
+    def read_generation(self, instance: str) -> GenerationRecord | None:
+        """The generation record, ``None`` if absent; :class:`RecordError` if malformed."""
+        return _read(self.generation_path(instance), GenerationRecord)
+
+    def write_generation(self, record: GenerationRecord) -> None:
+        # Not disposable: the record is the authority audits are checked against.
+        atomic_write(self.generation_path(record.instance), encode_json(record))
+
+    def read_heartbeat(self, instance: str) -> Heartbeat | None:
+        return _read(self.heartbeat_path(instance), Heartbeat)
+
+    def write_heartbeat(self, heartbeat: Heartbeat) -> None:
+        # A disposable cache: atomic for every reader, not fsynced.
+        atomic_write(self.heartbeat_path(heartbeat.instance), encode_json(heartbeat),
+                     durable=False)
+
+    def heartbeat_present(self, instance: str) -> bool:
+        """Whether anything lives at the instance's heartbeat path now."""
+        return os.path.lexists(self.heartbeat_path(instance))
+
+    def read_pid_map(self, pid: int) -> PidMapEntry | None:
+        return _read(self.pid_map_path(pid), PidMapEntry)
+
+    def write_pid_map(self, entry: PidMapEntry) -> None:
+        atomic_write(self.pid_map_path(entry.pid), encode_json(entry), durable=False)
+
+    def write_prompt_hash(self, instance: str, value: str) -> None:
+        atomic_write(self.prompt_hash_path(instance), value.encode(), durable=False)
+
+    # -- custody -------------------------------------------------------------------
+
+    def with_generation_custody(self, instance: str, *,
+                                wait_seconds: float = 0.0) -> contextlib.AbstractContextManager[
+                                    Custody]:
+        """Serialise every change to ``instance``'s files (see :mod:`.custody`)."""
+        return hold_custody(self.lock_path(instance), instance, wait_seconds=wait_seconds)
+
+    def custody_for_sweep(self, instance: str) -> contextlib.AbstractContextManager[Custody]:
+        """Custody for a sweep: never reuses custody held in this process."""
+        return hold_custody(self.lock_path(instance), instance, reuse=False)
+
+    # -- sessions ------------------------------------------------------------------
+
+    def start_session(
+        self,
+        instance: str | None = None,
+        *,
+        continue_generation: str | None = None,
+        prompt_hash: str = "",
+        payload: dict[str, Any] | None = None,
+        wait_seconds: float = START_WAIT_SECONDS,
+    ) -> Session:
+        """Start (or resume) a session of ``instance`` (a new instance when ``None``).
+
+        Takes one lock, the instance's custody lock, held until :meth:`Session.close`.
+        ``continue_generation`` resumes that generation if it is still the live
+        current one; otherwise a new generation replaces it. Raises
+        :class:`~hostcore_file_custody.errors.CustodyRefused` when another live
+        session (or an uncertain owner) holds the instance.
+        """
+        instance = check_instance(instance or f"ses_{secrets.token_hex(12)}")
+        self.ensure()
+        lifetime = LifetimeCustody(self.lock_path(instance), wait_seconds=wait_seconds)
+        try:
+            owner = current_owner(lock=lifetime.lock_path)
+            record = self.read_generation(instance)
+            if (continue_generation is not None and record is not None
+                    and record.generation_id == continue_generation and record.status == "live"):
+                generation_id = continue_generation
+            else:
+                generation_id = new_generation_id()
+                self.write_generation(GenerationRecord(
+                    instance=instance, generation_id=generation_id, status="live",
+                    epoch=(record.epoch + 1) if record else 1, changed_at=time.time()))
+            self.write_heartbeat(Heartbeat(instance=instance, generation_id=generation_id,
+                                           owner=owner, refreshed_at=time.time(),
+                                           payload=payload or {}))
+            self.write_pid_map(PidMapEntry(pid=owner.pid, instance=instance,
+                                           generation_id=generation_id))
+            self.write_prompt_hash(instance, prompt_hash)
+        except BaseException:
+            lifetime.release()
+            raise
+        lifetime.publish()
+        return Session(self, instance, generation_id, owner, lifetime)
+
+
+def _read(path: Path, type_: type[Any]) -> Any:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    return decode_json(data, type_, what=str(path))
+
+
+class Session:
+    """A live session instance: holds its custody and its generation witness.
+
+    Every method runs under the instance's custody, reusing the lock taken at
+    start (an in-process mutex keeps this process's threads in turn).
+    """
+
+    def __init__(self, registry: HeartbeatRegistry, instance: str, generation_id: str,
+                 owner: OwnerRecord, lifetime: LifetimeCustody) -> None:
+        self.registry = registry
+        self.instance = instance
+        self.generation_id: str | None = generation_id
+        self.owner = owner
+        self._lifetime = lifetime
+        self.closed = False
+
+    def __repr__(self) -> str:
+        return f"Session({self.instance!r}, {self.generation_id!r})"
+
+    def custody(self) -> contextlib.AbstractContextManager[Custody]:
+        return self.registry.with_generation_custody(self.instance)
+
+    def refresh(self, payload: dict[str, Any] | None = None) -> Heartbeat:
+        """Publish a refreshed heartbeat for the witnessed generation."""
+        from hostcore_file_custody.writers import HeartbeatWriter
+
+        def mutate(current: Heartbeat | None) -> Heartbeat:
+            base = current or Heartbeat(instance=self.instance,
+                                        generation_id=self.generation_id or "",
+                                        owner=self.owner)
+            return msgspec.structs.replace(
+                base, owner=self.owner, seq=base.seq + 1, refreshed_at=time.time(),
+                payload=base.payload if payload is None else payload)
+
+        return HeartbeatWriter(self.registry).publish(self.instance, self.generation_id, mutate)
+
+    def publish_projection(self, project: Callable[[Heartbeat | None], Heartbeat]) -> Heartbeat:
+        """Publish what ``project`` makes of the current heartbeat (live-coordination writer)."""
+        from hostcore_file_custody.writers import LiveCoordinationWriter
+
+        return LiveCoordinationWriter(self.registry).publish(
+            self.instance, self.generation_id, project)
+
+    def replace_generation(self) -> str:
+        """Start a new generation of this instance; the old one is replaced."""
+        with self.custody():
+            record = self.registry.read_generation(self.instance)
+            generation_id = new_generation_id()
+            self.registry.write_generation(GenerationRecord(
+                instance=self.instance, generation_id=generation_id, status="live",
+                epoch=(record.epoch + 1) if record else 1, changed_at=time.time()))
+            self.generation_id = generation_id
+            self.registry.write_heartbeat(Heartbeat(
+                instance=self.instance, generation_id=generation_id, owner=self.owner,
+                refreshed_at=time.time()))
+            return generation_id
+
+    def end_generation(self, status: Literal["terminal", "archived"] = "terminal") -> None:
+        """Mark the current generation ended; its caches stay until swept or removed."""
+        with self.custody():
+            record = self.registry.read_generation(self.instance)
+            if record is None:
+                raise WitnessError(f"{self.registry.generation_path(self.instance)}: no "
+                                   "generation to end", "unrecorded")
+            self.registry.write_generation(msgspec.structs.replace(
+                record, status=status, epoch=record.epoch + 1, changed_at=time.time()))
+
+    def repair(self) -> str:
+        """Re-establish a generation witness and materialise its heartbeat.
+
+        Keeps the recorded generation if it is live, else starts a new one.
+        Returns the witness, which later publications need.
+        """
+        with self.custody():
+            try:
+                record = self.registry.read_generation(self.instance)
+            except RecordError:
+                record = None
+            if record is None or record.status != "live":
+                generation_id = new_generation_id()
+                self.registry.write_generation(GenerationRecord(
+                    instance=self.instance, generation_id=generation_id, status="live",
+                    epoch=(record.epoch + 1) if record else 1, changed_at=time.time()))
+            else:
+                generation_id = record.generation_id
+            self.generation_id = generation_id
+            self.registry.write_heartbeat(Heartbeat(
+                instance=self.instance, generation_id=generation_id, owner=self.owner,
+                refreshed_at=time.time()))
+            return generation_id
+
+    def heal_pid_map(self) -> bool:
+        """Republish this process's pid-map entry if it is missing or names another
+        instance (that instance's process had this PID before: it is gone). Returns
+        whether it wrote."""
+        with self.custody():
+            try:
+                entry = self.registry.read_pid_map(self.owner.pid)
+            except RecordError:
+                entry = None
+            if entry is not None and entry.instance == self.instance:
+                return False
+            self.registry.write_pid_map(PidMapEntry(pid=self.owner.pid, instance=self.instance,
+                                                    generation_id=self.generation_id))
+            return True
+
+    def set_prompt_hash(self, value: str) -> None:
+        with self.custody():
+            self.registry.write_prompt_hash(self.instance, value)
+
+    def close(self, *, end_generation: bool = True, remove_files: bool = True) -> None:
+        """End the session: optionally mark its generation terminal and remove its
+        caches, then release its custody."""
+        if self.closed:
+            return
+        with self._lifetime.closing():
+            self.closed = True
+            if end_generation and self.generation_id is not None:
+                with contextlib.suppress(RecordError):
+                    record = self.registry.read_generation(self.instance)
+                    if record is not None and record.generation_id == self.generation_id:
+                        self.registry.write_generation(msgspec.structs.replace(
+                            record, status="terminal", epoch=record.epoch + 1,
+                            changed_at=time.time()))
+            if remove_files:
+                self._remove_own_files()
+
+    def _remove_own_files(self) -> None:
+        # This process holds the instance's custody: nobody else publishes these files.
+        paths = [self.registry.heartbeat_path(self.instance),
+                 self.registry.prompt_hash_path(self.instance)]
+        with contextlib.suppress(RecordError):
+            entry = self.registry.read_pid_map(self.owner.pid)
+            if entry is not None and entry.instance == self.instance:
+                paths.append(self.registry.pid_map_path(self.owner.pid))
+        for path in paths:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+@contextlib.contextmanager
+def with_generation_custody(registry: HeartbeatRegistry, instance: str, *,
+                            wait_seconds: float = 0.0) -> Iterator[Custody]:
+    """Module-level spelling of :meth:`HeartbeatRegistry.with_generation_custody`."""
+    with registry.with_generation_custody(instance, wait_seconds=wait_seconds) as custody:
+        yield custody

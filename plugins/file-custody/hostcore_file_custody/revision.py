@@ -1,0 +1,187 @@
+"""File revisions: the exact bytes and identity of a regular file at one moment.
+
+A :class:`FileRevision` names a file by its content digest, device, inode, size
+and change/modification times. Two captures compare equal only when the same
+inode holds the same bytes and nothing touched it in between, so a writer that
+publishes by atomic rename (a new inode) never matches an older capture.
+
+Every open here is relative to a directory descriptor and refuses to follow a
+symlink in the final component (``O_NOFOLLOW``), so a path cannot be redirected
+between the check and the use.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import stat
+from pathlib import Path
+
+import msgspec
+from hostcore_file_custody.errors import UnsafePathError, UnstableRevisionError
+
+# The hidden folder, beside the files it guards, that holds manifests and pinned files.
+PRIVATE_DIR_NAME = ".custody"
+
+_READ_CHUNK = 1 << 16
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+# Linux reports a no-follow open of a symlink as ELOOP, the BSDs as EMLINK.
+_SYMLINK_ERRNOS = {errno.ELOOP, getattr(errno, "EMLINK", errno.ELOOP)}
+
+
+class FileRevision(msgspec.Struct, frozen=True, kw_only=True):
+    """One observed state of a regular file (JSON-safe, stored in manifests)."""
+
+    digest: str
+    dev: int
+    ino: int
+    size: int
+    ctime_ns: int
+    mtime_ns: int
+
+    def same_file(self, other: FileRevision) -> bool:
+        """Same inode, same bytes, same size and mtime; ctime is ignored.
+
+        A rename updates an inode's ctime, so a file pinned by renaming it into
+        the private folder is compared with this instead of ``==``.
+        """
+        return (
+            self.digest == other.digest
+            and self.dev == other.dev
+            and self.ino == other.ino
+            and self.size == other.size
+            and self.mtime_ns == other.mtime_ns
+        )
+
+
+def safe_name(path: Path) -> str:
+    """The final component of ``path``, refusing names custody cannot act on."""
+    name = path.name
+    if name in ("", ".", "..") or name == PRIVATE_DIR_NAME or "/" in name or "\0" in name:
+        raise UnsafePathError(f"{path}: not a file name custody can act on")
+    return name
+
+
+def open_dir(path: Path, dir_fd: int | None = None) -> int:
+    """Open a directory without following a symlink in its final component."""
+    try:
+        return os.open(path, os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno in _SYMLINK_ERRNOS or exc.errno == errno.ENOTDIR:
+            raise UnsafePathError(f"{path}: not a directory (or a symlink to one)") from None
+        raise
+
+
+def lstat_at(dir_fd: int, name: str) -> os.stat_result | None:
+    """``lstat`` of ``name`` inside ``dir_fd``; ``None`` when absent."""
+    try:
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+
+
+def identity_matches(st: os.stat_result, expected: FileRevision) -> bool:
+    """Whether a stat result could be the file ``expected`` names (no byte read)."""
+    return (
+        stat.S_ISREG(st.st_mode)
+        and st.st_dev == expected.dev
+        and st.st_ino == expected.ino
+        and st.st_size == expected.size
+        and st.st_mtime_ns == expected.mtime_ns
+        and st.st_ctime_ns == expected.ctime_ns
+    )
+
+
+def capture_at(dir_fd: int, name: str, *, where: str) -> tuple[FileRevision, bytes] | None:
+    """Capture ``name`` inside ``dir_fd``: its revision and bytes, or ``None`` if absent.
+
+    Raises :class:`UnsafePathError` for a symlink or a non-regular file and
+    :class:`UnstableRevisionError` when the file changed, or its name moved to
+    another inode, while it was read. ``where`` names the file in errors.
+    """
+    try:
+        fd = os.open(name, os.O_RDONLY | _NOFOLLOW | _CLOEXEC | _NONBLOCK, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno in _SYMLINK_ERRNOS:
+            raise UnsafePathError(f"{where}: is a symlink; custody never follows one") from None
+        raise
+    try:
+        before = os.fstat(fd)
+        if not stat.S_ISREG(before.st_mode):
+            raise UnsafePathError(f"{where}: not a regular file")
+        chunks = []
+        while chunk := os.read(fd, _READ_CHUNK):
+            chunks.append(chunk)
+        after = os.fstat(fd)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    named = lstat_at(dir_fd, name)
+    stable = (
+        _stat_key(before) == _stat_key(after)
+        and len(data) == after.st_size
+        and named is not None
+        and (named.st_dev, named.st_ino) == (after.st_dev, after.st_ino)
+    )
+    if not stable:
+        raise UnstableRevisionError(f"{where}: changed or moved while its revision was captured")
+    revision = FileRevision(
+        digest=hashlib.sha256(data).hexdigest(),
+        dev=after.st_dev,
+        ino=after.st_ino,
+        size=after.st_size,
+        ctime_ns=after.st_ctime_ns,
+        mtime_ns=after.st_mtime_ns,
+    )
+    return revision, data
+
+
+def _stat_key(st: os.stat_result) -> tuple[int, ...]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def capture_file_revision_and_bytes(
+    path: str | os.PathLike[str],
+) -> tuple[FileRevision, bytes] | None:
+    """Like :func:`capture_file_revision`, also returning the bytes that were digested."""
+    path = Path(path)
+    name = safe_name(path)
+    try:
+        dir_fd = open_dir(path.parent)
+    except FileNotFoundError:
+        return None
+    try:
+        return capture_at(dir_fd, name, where=str(path))
+    finally:
+        os.close(dir_fd)
+
+
+def capture_file_revision(path: str | os.PathLike[str]) -> FileRevision | None:
+    """The current revision of the regular file at ``path``; ``None`` when absent.
+
+    Raises :class:`~hostcore_file_custody.errors.UnsafePathError` for a symlink,
+    a non-regular file or an unusable name, and
+    :class:`~hostcore_file_custody.errors.UnstableRevisionError` when the file
+    changed while it was read (a writer is active: nothing may act on it now).
+    """
+    captured = capture_file_revision_and_bytes(path)
+    return None if captured is None else captured[0]
+
+
+def file_revision_matches(path: str | os.PathLike[str], expected: FileRevision) -> bool:
+    """Whether ``path`` holds exactly ``expected`` now.
+
+    False whenever that cannot be shown: absent, replaced, modified, a symlink,
+    or changing while read.
+    """
+    try:
+        current = capture_file_revision(path)
+    except (UnsafePathError, UnstableRevisionError):
+        return False
+    return current == expected

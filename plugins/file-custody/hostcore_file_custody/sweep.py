@@ -1,0 +1,368 @@
+"""The stale sweep: remove heartbeat caches whose owners are proven dead, exactly.
+
+Cheap first: one ``os.scandir`` pass per cache folder judges every file from the
+stat the scan already made. A heartbeat refreshed within the stale window is
+never opened. Only stale candidates take the custody path:
+
+1. take the instance's custody (refused: a live or uncertain owner holds it);
+2. capture the heartbeat's revision and bytes, and re-judge: fresh again, malformed,
+   foreign or with a live owner → kept;
+3. delete that exact revision through :func:`delete_file_if_unchanged`, whose
+   validation records the audit: a provisional ``sweep_observed`` for the
+   generation captured in step 2, else a ``heartbeat_sweep_unrecorded``
+   diagnostic; if neither can be written the cache is put back;
+4. only after a confirmed deletion, prune the dependents (the pid-map entry
+   that still names the instance, the prompt hash), each pinned first and
+   kept unless the owner's heartbeat is still absent *after* the pin.
+
+Dependents whose owner had no heartbeat in the scan (orphans) are pruned the
+same way: the earlier scan is not proof that the owner is still absent.
+Anything pending in a private custody folder protects its source; an operation
+of unknown identity protects its whole folder. Counts include confirmed
+deletions only.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from hostcore_file_custody.audit import (
+    record_live_sweep_observation,
+    record_sweep_unrecorded,
+)
+from hostcore_file_custody.custody import Custody
+from hostcore_file_custody.deletion import PendingCustody, delete_file_if_unchanged, pending_custody
+from hostcore_file_custody.errors import (
+    CustodyError,
+    CustodyRefused,
+    UnsafePathError,
+    UnstableRevisionError,
+)
+from hostcore_file_custody.hooks import NO_HOOKS, SweepHooks
+from hostcore_file_custody.locks import LOCKS
+from hostcore_file_custody.owner import Liveness, owner_liveness
+from hostcore_file_custody.registry import (
+    Heartbeat,
+    HeartbeatRegistry,
+    PidMapEntry,
+    is_generation_id,
+)
+from hostcore_file_custody.revision import FileRevision, capture_file_revision_and_bytes
+
+from hostcore.errors import RecordError
+
+# A heartbeat not refreshed for this long is a sweep candidate (seconds).
+STALE_AFTER_SECONDS = 600.0
+# Candidates taken through the custody path per sweep; the rest wait for the next one.
+MAX_CANDIDATES_PER_SWEEP = 1_000
+
+Emit = Callable[..., Any]
+
+
+class SweepReport(msgspec.Struct, kw_only=True):
+    """Counts of one sweep (all counts; ``deleted`` counts confirmed deletions only)."""
+
+    scanned: int = 0
+    candidates: int = 0
+    deferred: int = 0
+    deleted: int = 0
+    kept_fresh: int = 0
+    kept_live: int = 0
+    kept_uncertain: int = 0
+    kept_changed: int = 0
+    kept_refused: int = 0
+    kept_error: int = 0
+    retained: int = 0
+    vanished: int = 0
+    protected: int = 0
+    protected_folders: int = 0
+    observations: int = 0
+    diagnostics: int = 0
+    dependents_deleted: int = 0
+    dependents_kept: int = 0
+    lock_acquisitions: int = 0
+    duration_ms: int = 0
+
+    def counts(self) -> dict[str, int]:
+        return msgspec.structs.asdict(self)
+
+
+@dataclass
+class _Snapshot:
+    """What the scans saw: instance names present, and the stale files of each folder."""
+
+    present: set[str] = field(default_factory=set)
+    stale_heartbeats: list[str] = field(default_factory=list)
+    stale_pid_map: list[int] = field(default_factory=list)
+    stale_prompt_hashes: list[str] = field(default_factory=list)
+
+
+def _scan(folder: Path, suffix: str) -> Iterator[tuple[str, os.stat_result]]:
+    """(stem, lstat) of each visible ``*suffix`` entry, from the scan's own stat."""
+    try:
+        entries = os.scandir(folder)
+    except FileNotFoundError:
+        return
+    with entries:
+        for entry in entries:
+            name = entry.name
+            if name.startswith(".") or not name.endswith(suffix):
+                continue
+            try:
+                yield name[: -len(suffix)], entry.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+
+
+def _pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # it exists, owned by someone else
+    return True
+
+
+class StaleSweep:
+    """One pass over a registry. Build one per sweep and call :meth:`run`.
+
+    :param stale_after: seconds without refresh before a heartbeat is a candidate.
+    :param max_candidates: candidates taken through custody in this pass.
+    :param emit: the host's ``emit`` (events from the telemetry catalog), or ``None``.
+    :param hooks: interleaving callbacks for tests (:class:`SweepHooks`).
+    :param clock: wall-clock time source, for tests.
+    """
+
+    def __init__(self, registry: HeartbeatRegistry, *, emit: Emit | None = None,
+                 hooks: SweepHooks = NO_HOOKS, stale_after: float = STALE_AFTER_SECONDS,
+                 max_candidates: int = MAX_CANDIDATES_PER_SWEEP,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.registry = registry
+        self.emit = emit
+        self.hooks = hooks
+        self.stale_after = stale_after
+        self.max_candidates = max_candidates
+        self.clock = clock
+        self.report = SweepReport()
+        self.pending: dict[str, PendingCustody] = {}
+        self.now = 0.0
+
+    def run(self) -> SweepReport:
+        started, locks_before = time.monotonic(), LOCKS.acquisitions
+        self.now = self.clock()
+        self.pending = {kind: pending_custody(folder)
+                        for kind, folder in self.registry.cache_dirs.items()}
+        snapshot = self._snapshot()
+        self.hooks.call("after_snapshot", str(self.registry.root))
+        if self.pending["heartbeats"].unknown:
+            # Dependents hang on heartbeat identities: with one unknown, touch nothing.
+            self.report.protected_folders += 1
+        else:
+            self._sweep_heartbeats(snapshot)
+            self._sweep_orphans(snapshot)
+        self.report.lock_acquisitions = LOCKS.acquisitions - locks_before
+        self.report.duration_ms = int((time.monotonic() - started) * 1000)
+        if self.emit is not None:
+            self.emit("custody.sweep_completed", **self.report.counts())
+        return self.report
+
+    # -- the cheap pass --------------------------------------------------------------
+
+    def _is_stale(self, st: os.stat_result) -> bool:
+        return self.now - st.st_mtime > self.stale_after
+
+    def _snapshot(self) -> _Snapshot:
+        snap = _Snapshot()
+        for instance, st in _scan(self.registry.heartbeats_dir, ".json"):
+            self.report.scanned += 1
+            snap.present.add(instance)
+            if not stat.S_ISREG(st.st_mode):
+                self.report.kept_uncertain += 1
+            elif self._is_stale(st):
+                snap.stale_heartbeats.append(instance)
+        for stem, st in _scan(self.registry.pid_map_dir, ".json"):
+            if stem.isdigit() and stat.S_ISREG(st.st_mode) and self._is_stale(st):
+                snap.stale_pid_map.append(int(stem))
+        for instance, st in _scan(self.registry.prompt_hash_dir, ".txt"):
+            if instance not in snap.present and stat.S_ISREG(st.st_mode) and self._is_stale(st):
+                snap.stale_prompt_hashes.append(instance)
+        return snap
+
+    # -- stale heartbeats ------------------------------------------------------------
+
+    def _sweep_heartbeats(self, snap: _Snapshot) -> None:
+        protected = self.pending["heartbeats"].sources
+        taken = 0
+        for instance in sorted(snap.stale_heartbeats):
+            if f"{instance}.json" in protected:
+                self.report.protected += 1
+                continue
+            if taken >= self.max_candidates:
+                self.report.deferred += 1
+                continue
+            taken += 1
+            self.report.candidates += 1
+            try:
+                with self.registry.custody_for_sweep(instance) as custody:
+                    self._judge(instance, custody)
+            except CustodyRefused as exc:
+                if exc.reason == "held":
+                    self.report.kept_live += 1
+                else:
+                    self.report.kept_uncertain += 1
+
+    def _judge(self, instance: str, custody: Custody) -> None:
+        path = self.registry.heartbeat_path(instance)
+        try:
+            captured = capture_file_revision_and_bytes(path)
+        except (UnsafePathError, UnstableRevisionError):
+            self.report.kept_uncertain += 1
+            return
+        if captured is None:
+            self.report.vanished += 1
+            return
+        revision, data = captured
+        if self.now - revision.mtime_ns / 1e9 <= self.stale_after:
+            self.report.kept_fresh += 1
+            return
+        try:
+            heartbeat = msgspec.json.decode(data, type=Heartbeat)
+        except msgspec.DecodeError:
+            self.report.kept_uncertain += 1
+            return
+        if heartbeat.instance != instance:
+            self.report.kept_uncertain += 1
+            return
+        owns_our_lock = heartbeat.owner.lock == str(custody.lock_path)
+        liveness = owner_liveness(heartbeat.owner, lock_free=True if owns_our_lock else None)
+        if liveness is Liveness.ALIVE:
+            self.report.kept_live += 1
+            return
+        if liveness is not Liveness.DEAD:
+            self.report.kept_uncertain += 1
+            return
+        self.hooks.call("after_stale_read", instance)
+        witness = heartbeat.generation_id if is_generation_id(heartbeat.generation_id) else None
+        result = delete_file_if_unchanged(
+            path, revision, self._auditor(instance, witness), owner_lock=custody.lock_path,
+            on_step=lambda step: self.hooks.call("before_unlink", instance)
+            if step == "confirmed" else None,
+        )
+        self._count(result.outcome)
+        if result.deleted:
+            pruned = self._prune_dependents(instance, heartbeat.owner.pid, custody)
+            if pruned:
+                custody.discard_lock_file_if(lambda: not self.registry.heartbeat_present(instance))
+
+    def _auditor(self, instance: str, witness: str | None) -> Callable[[FileRevision], bool]:
+        def audit(pinned: FileRevision) -> bool:
+            self.hooks.call("before_audit", instance)
+            outcome = record_live_sweep_observation(
+                self.registry, instance, observed=pinned, expected_generation_id=witness,
+                emit=self.emit, hooks=self.hooks)
+            if outcome.recorded:
+                self.report.observations += 1
+                return True
+            assert outcome.reason is not None
+            persisted = record_sweep_unrecorded(
+                self.registry, instance, reason=outcome.reason, observed=pinned,
+                generation_id=witness, emit=self.emit)
+            self.report.diagnostics += persisted
+            return persisted  # neither audit nor diagnostic: keep the cache
+
+        return audit
+
+    def _count(self, outcome: str) -> None:
+        field_name = {"deleted": "deleted", "kept-changed": "kept_changed",
+                      "kept-refused": "kept_refused", "restored": "kept_error",
+                      "retained": "retained"}[outcome]
+        setattr(self.report, field_name, getattr(self.report, field_name) + 1)
+
+    # -- dependents ----------------------------------------------------------------
+
+    def _prune_dependents(self, instance: str, pid: int, custody: Custody) -> bool:
+        """Prune the instance's pid-map entry and prompt hash; True if none is left."""
+        pid_map = self._prune(self.registry.pid_map_path(pid), instance, "pid-map", custody)
+        prompt = self._prune(self.registry.prompt_hash_path(instance), instance, "prompt-hash",
+                             custody)
+        return pid_map and prompt
+
+    def _prune(self, path: Path, owner: str, kind: str, custody: Custody) -> bool:
+        """Delete ``path`` if it still belongs to ``owner`` and the owner is still absent
+        once it is pinned. True when nothing of ``owner``'s is left at ``path``."""
+        pending = self.pending[kind]
+        if pending.unknown or path.name in pending.sources:
+            self.report.dependents_kept += 1
+            return False
+        try:
+            captured = capture_file_revision_and_bytes(path)
+        except (UnsafePathError, UnstableRevisionError):
+            self.report.dependents_kept += 1
+            return False
+        if captured is None:
+            return True
+        revision, data = captured
+        if kind == "pid-map":
+            try:
+                entry = msgspec.json.decode(data, type=PidMapEntry)
+            except msgspec.DecodeError:
+                self.report.dependents_kept += 1
+                return False
+            if entry.instance != owner:
+                return True  # reassigned to another instance: not ours to prune
+        self.hooks.call("after_dependent_read", str(path))
+
+        def owner_still_absent(_pinned: FileRevision) -> bool:
+            self.hooks.call("after_dependent_pin", str(path))
+            return not self.registry.heartbeat_present(owner)
+
+        result = delete_file_if_unchanged(path, revision, owner_still_absent,
+                                          owner_lock=custody.lock_path)
+        if result.deleted:
+            self.report.dependents_deleted += 1
+            return True
+        self.report.dependents_kept += 1
+        return False
+
+    # -- orphans ---------------------------------------------------------------------
+
+    def _sweep_orphans(self, snap: _Snapshot) -> None:
+        protected = {name.removesuffix(".json") for name in self.pending["heartbeats"].sources}
+        for pid in sorted(snap.stale_pid_map):
+            if _pid_exists(pid):
+                continue  # the process lives: its entry is not an orphan's
+            path = self.registry.pid_map_path(pid)
+            try:
+                entry = self.registry.read_pid_map(pid)
+            except RecordError:
+                self.report.dependents_kept += 1
+                continue
+            if entry is None or entry.instance in snap.present or entry.instance in protected:
+                continue
+            self._prune_orphan(path, entry.instance, "pid-map")
+        for instance in sorted(snap.stale_prompt_hashes):
+            if instance not in protected:
+                self._prune_orphan(self.registry.prompt_hash_path(instance), instance,
+                                   "prompt-hash")
+
+    def _prune_orphan(self, path: Path, owner: str, kind: str) -> None:
+        try:
+            with self.registry.custody_for_sweep(owner) as custody:
+                self._prune(path, owner, kind, custody)
+                custody.discard_lock_file_if(lambda: not self.registry.heartbeat_present(owner))
+        except CustodyError:
+            # Refused custody, or a name that is no instance's: keep the file.
+            self.report.dependents_kept += 1
+
+
+def sweep_stale_heartbeats(registry: HeartbeatRegistry, **options: Any) -> SweepReport:
+    """Run one :class:`StaleSweep` over ``registry`` (options as its constructor's)."""
+    return StaleSweep(registry, **options).run()

@@ -1,0 +1,111 @@
+"""The custody worker: each tick, recover interrupted deletions, then sweep.
+
+The registry folder is ``[plugins.file-custody] directory`` (relative paths are
+under the host root), by default ``<root>/plugins/file-custody/registry``. A
+registry that does not exist is not created: the worker reports zero counts.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from hostcore.types import WorkerResult
+from hostcore_file_custody.deletion import FileRecoveryResult, recover_interrupted_file_deletions
+from hostcore_file_custody.events import RECOVERY_COUNTS
+from hostcore_file_custody.hooks import NO_HOOKS, SweepHooks
+from hostcore_file_custody.registry import HeartbeatRegistry
+from hostcore_file_custody.sweep import StaleSweep, SweepReport
+
+if TYPE_CHECKING:
+    from hostcore.host import Host
+
+PLUGIN_NAME = "file-custody"
+DEFAULT_REGISTRY = Path("plugins") / PLUGIN_NAME / "registry"
+
+
+class CustodyConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """``[plugins.file-custody]``: where the heartbeat registry lives."""
+
+    directory: str | None = None
+
+
+def registry_path(host: Host) -> Path:
+    """The registry folder the host is configured for (not created)."""
+    config = host.plugin_config(PLUGIN_NAME, CustodyConfig)
+    if config.directory is None:
+        return host.root / DEFAULT_REGISTRY
+    path = Path(config.directory).expanduser()
+    return path if path.is_absolute() else host.root / path
+
+
+def registry_for(host: Host) -> HeartbeatRegistry:
+    """The host's heartbeat registry, created if missing (for embedding agents)."""
+    return HeartbeatRegistry(registry_path(host)).ensure()
+
+
+def superseded(source_path: str) -> bool:
+    """Recovery's rule for cache files: an interrupted deletion may complete when
+    something newer lives at the source path (the pinned bytes are superseded);
+    otherwise the bytes are put back and the next sweep judges them afresh."""
+    return os.path.lexists(source_path)
+
+
+def recover_registry(registry: HeartbeatRegistry) -> dict[str, list[FileRecoveryResult]]:
+    """Recover the interrupted deletions of every cache folder of ``registry``."""
+    return {kind: recover_interrupted_file_deletions(folder, superseded)
+            for kind, folder in registry.cache_dirs.items()}
+
+
+def recovery_counts(results: dict[str, list[FileRecoveryResult]]) -> dict[str, int]:
+    counts = dict.fromkeys(RECOVERY_COUNTS, 0)
+    for folder_results in results.values():
+        for result in folder_results:
+            counts[result.outcome.replace("-", "_")] += 1
+    return counts
+
+
+class CustodyPassReport(msgspec.Struct, kw_only=True):
+    recovery: dict[str, int]
+    sweep: SweepReport
+
+    def counts(self) -> dict[str, int]:
+        merged = {f"recovery_{k}": v for k, v in self.recovery.items() if v}
+        merged.update({f"sweep_{k}": v for k, v in self.sweep.counts().items()})
+        return merged
+
+
+def run_custody_pass(registry: HeartbeatRegistry, *, emit: Any = None,
+                     hooks: SweepHooks = NO_HOOKS, **sweep_options: Any) -> CustodyPassReport:
+    """Recovery of interrupted deletions first, then one stale sweep."""
+    recovery = recovery_counts(recover_registry(registry))
+    if emit is not None:
+        emit("custody.recovery_completed", **recovery)
+    sweep = StaleSweep(registry, emit=emit, hooks=hooks, **sweep_options).run()
+    return CustodyPassReport(recovery=recovery, sweep=sweep)
+
+
+class CustodyWorker:
+    """Runs :func:`run_custody_pass` over the configured registry each tick."""
+
+    name = PLUGIN_NAME
+    order = 60
+
+    def __init__(self, host: Host) -> None:
+        # Read at registration so a bad [plugins.file-custody] table fails the load.
+        self.path = registry_path(host)
+
+    def run(self, host: Host) -> WorkerResult:
+        if not self.path.is_dir():
+            return WorkerResult(counts={"registries": 0})
+        report = run_custody_pass(HeartbeatRegistry(self.path), emit=host.emit)
+        return WorkerResult(pending=report.sweep.deferred > 0,
+                            counts={"registries": 1, **report.counts()})
+
+    def status(self) -> dict[str, Any]:
+        from hostcore_file_custody.status import custody_status
+
+        return custody_status(HeartbeatRegistry(self.path))["counts"]

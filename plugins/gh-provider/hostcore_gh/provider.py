@@ -140,7 +140,10 @@ class GhProvider:
                                  what=f"{scope} (page {page})", scope=scope)
             if not response.ok:
                 raise _ScopeStop("failed", f"{_describe(response)} listing {scope}")
-            issues = response.json()
+            try:
+                issues = response.json()
+            except GhError as exc:
+                raise _ScopeStop("failed", f"listing {scope} page {page}: {exc}") from None
             if not isinstance(issues, list) or not all(_is_issue(i) for i in issues):
                 raise _ScopeStop("failed", f"listing {scope} page {page}: the answer is not "
                                            "a list of issues")

@@ -167,6 +167,11 @@ class World:
                                                              "retry_after": retry_after}
         self.save()
 
+    def unreachable(self, key: str) -> None:
+        """Requests for ``key``'s events get no HTTP response (fake gh only)."""
+        self.data.setdefault("unreachable", []).append(f"repos/{key}/events")
+        self.save()
+
     def calls(self) -> list[dict[str, Any]]:
         log = self.state_dir / "calls.jsonl"
         if not log.exists():

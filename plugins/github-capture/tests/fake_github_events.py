@@ -10,7 +10,8 @@ state, and a test changes it between ticks:
 Behaviour modelled on GitHub's: ``ETag`` derived from the event ids, 304 when
 ``If-None-Match`` matches, ``per_page``/``page`` paging with a ``Link`` header,
 at most 300 events kept, ``X-Poll-Interval``, 403 with ``x-ratelimit-*`` while
-rate limited. Every request is appended to ``calls.jsonl``.
+rate limited. Every request is appended to ``calls.jsonl``. A path listed in
+``"unreachable"`` gets no HTTP response from the fake ``gh`` (a network failure).
 
 Run as a script, it is ``gh``: it understands ``gh api -i -X METHOD PATH -H ...``
 and ``gh --version``, prints the status line and headers like ``gh api -i`` and
@@ -104,8 +105,13 @@ def main(argv: list[str]) -> int:
             target, i = arg, i + 1
     parts = urlsplit(target)
     query = dict(parse_qsl(parts.query))
-    status, reply_headers, body = answer(load_world(state_dir), method, parts.path, query,
-                                         headers)
+    world = load_world(state_dir)
+    if parts.path.strip("/") in world.get("unreachable", []):
+        # No HTTP response at all, as when the network is down; gh names the URL.
+        log_call(state_dir, method, parts.path, query, headers, 0)
+        sys.stderr.write(f"error connecting to api.github.com/{parts.path.strip('/')}\n")
+        return 1
+    status, reply_headers, body = answer(world, method, parts.path, query, headers)
     log_call(state_dir, method, parts.path, query, headers, status)
     out = sys.stdout
     out.write(f"HTTP/2.0 {status} Fake\n")

@@ -1,0 +1,92 @@
+"""``hostcore capture status|ignore|revalidate``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+@pytest.fixture
+def cli(tmp_path, register_plugin, capture_plugin, make_host, evidence, hostcore_cli, clock):
+    """Run the CLI on a root holding evidence of five repositories; the plugin reads
+    at most two rows per tick."""
+    root = tmp_path / "cli-root"
+    register_plugin(capture_plugin(row_budget=2, clock=clock))
+    host = make_host(root=root)
+    evidence(host, "claude", [("/w/a", "claude", f"https://github.com/octo/r{i}")
+                              for i in range(5)])
+    evidence(host, "claude", [("/w/a", "claude", "https://gitlab.com/octo/elsewhere")])
+    host.close()
+
+    def run(*args):
+        return hostcore_cli(*args, root=root)
+
+    return run
+
+
+def status(cli):
+    done = cli("capture", "status", "--json")
+    assert done.exit_code == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_status_reports_counts_before_anything_was_derived(cli):
+    report = status(cli)
+    assert report == {"inventory": 0, "capturing": 0, "ignored": 0, "revalidation": None,
+                      "last_derivation_age_seconds": None, "pending": True,
+                      "rate_limited_for_seconds": 0}
+
+
+def test_status_shows_a_pass_under_way_as_counts(cli):
+    assert cli("run", "--once").exit_code == 0
+    report = status(cli)
+    assert report["revalidation"] == {"trigger": "initial", "rows_read": 2, "confirmed": 2,
+                                      "partitions_done": 0, "partitions_total": 1,
+                                      "slices": 1}
+    assert report["pending"] is True and report["capturing"] == 2
+    text = cli("capture", "status")
+    assert "revalidation: 0/1 partitions, 2 rows read, 2 repositories confirmed" in text.stdout
+
+
+def test_revalidate_runs_slices_with_a_progress_line_each(cli, clock):
+    done = cli("capture", "revalidate")
+    assert done.exit_code == 0, done.stderr
+    progress = [line for line in done.stderr.splitlines() if line.startswith("revalidation:")]
+    assert len(progress) == 6 // 2  # 6 rows, 2 a tick: 3 slices then the completing one
+    assert "octo" not in done.stderr
+    assert "4 slice(s), 6 rows read, 5 repositories" in done.stdout
+    clock.advance(10)
+    report = status(cli)
+    assert report["inventory"] == 5 and report["pending"] is False
+    assert report["last_derivation_age_seconds"] == 10
+
+
+def test_revalidate_starts_a_pass_even_when_no_trigger_is_due(cli):
+    cli("capture", "revalidate")
+    done = cli("capture", "revalidate", "--json")
+    assert json.loads(done.stdout) == {"ticks": 4, "rows_read": 6, "inventory": 5}
+
+
+def test_ignore_adds_and_removes_a_repository(cli):
+    cli("capture", "revalidate")
+    assert cli("capture", "ignore", "Octo/R1").exit_code == 0
+    assert cli("capture", "ignore", "git@github.com:octo/r2.git").exit_code == 0
+    report = status(cli)
+    assert (report["ignored"], report["capturing"], report["inventory"]) == (2, 3, 5)
+    assert cli("capture", "ignore", "--remove", "octo/r1").exit_code == 0
+    assert status(cli)["ignored"] == 1
+
+
+def test_ignore_rejects_what_is_not_a_repository(cli):
+    done = cli("capture", "ignore", "not-a-repo")
+    assert done.exit_code == 2
+    assert "not-a-repo" in done.stderr
+    assert status(cli)["ignored"] == 0
+
+
+def test_hostcore_status_includes_the_worker_counts(cli):
+    cli("capture", "revalidate")
+    done = cli("status", "--json")
+    worker = json.loads(done.stdout)["components"]["worker"]["github-capture"]
+    assert worker["inventory"] == 5 and worker["pending"] is False

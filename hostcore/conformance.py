@@ -35,8 +35,10 @@ Suites and the fixtures they add (defaults in brackets):
 * :class:`PolicyInputConformance` — ``sample_directories`` [a few paths]: the
   directories your input knows, none of which may show in its fingerprint;
   ``change_policy(host)`` [None]: change the input's state so verdicts change.
-* :class:`SourceConformance`, :class:`ProviderConformance` and
-  :class:`DestinationConformance` — see their docstrings.
+* :class:`ProviderConformance` — ``break_backend(host)`` [required],
+  ``seed_items(host)`` [nothing], ``foreign_ref`` [a ref nobody owns].
+* :class:`SourceConformance` — ``add_evidence(host)`` and ``add_malformed(host)``
+  [both required].
 
 Every budget is a class attribute you may override, not a hidden constant.
 """
@@ -519,3 +521,355 @@ class PolicyInputConformance(_PluginSuite):
                 require(part == before_parts[name],
                         f"policy input {name!r}: fingerprint_part() moved from "
                         f"{before_parts[name]!r} to {part!r} with no change of verdict.")
+
+
+# -- providers -------------------------------------------------------------------------
+
+# A ref no provider should claim: the kit asks ``owns`` about it.
+FOREIGN_REF = "hostcore-conformance:not-yours#0"
+
+
+class ProviderConformance(_PluginSuite):
+    """Checks every work-item provider the plugin registers.
+
+    Contract: ``list_items()`` returns a :class:`~hostcore.workitems.Listing` with
+    one :class:`~hostcore.workitems.ScopeListing` per scope; every item of a
+    complete scope is owned by the provider (``owns``) and placed in that scope
+    (``scope_of``); ``closure(ref)`` of a listed item answers with a
+    :class:`~hostcore.workitems.Closure`; when the backend cannot answer, the
+    listing says ``failed``/``interrupted``/``degraded`` for every scope it could
+    not list (never a shorter list called complete) and ``closure`` raises
+    :class:`~hostcore.workitems.ProviderError` — nothing else.
+
+    Fixtures to provide: ``plugin``; ``break_backend`` returning a callable
+    ``(host) -> None`` that makes the backend unanswerable (remove the folder,
+    point at a dead server); usually ``plugin_config`` and ``seed_items`` (a
+    callable ``(host) -> None`` giving the provider at least one open item).
+    ``foreign_ref`` defaults to a ref no provider should own.
+    """
+
+    @pytest.fixture
+    def seed_items(self) -> Callable[[Any], None]:
+        """Return a callable that gives the provider(s) in ``host`` open items."""
+        return lambda host: None
+
+    @pytest.fixture
+    def break_backend(self) -> Callable[[Any], None]:
+        contract_failure(
+            f"{type(self).__name__} needs a `break_backend` fixture returning a callable "
+            "(host) -> None that makes your provider's backend unanswerable, e.g.\n\n"
+            "    @pytest.fixture\n    def break_backend(self):\n"
+            "        return lambda host: shutil.rmtree(host.root / 'tasks')\n")
+
+    @pytest.fixture
+    def foreign_ref(self) -> str:
+        return FOREIGN_REF
+
+    @pytest.fixture
+    def provider_host(self, build_host: Callable[..., Any], seed_items: Any) -> Any:
+        host = build_host()
+        seed_items(host)
+        return host
+
+    @pytest.fixture
+    def providers(self, provider_host: Any, plugin: object) -> list[Any]:
+        return registered_objects(provider_host, plugin, "provider")
+
+    def _listing(self, provider: Any) -> Any:
+        from hostcore.workitems import Listing, ProviderError, ScopeListing, WorkItem
+
+        try:
+            listing = provider.list_items()
+        except ProviderError:
+            raise
+        except Exception as exc:
+            contract_failure(f"provider {provider.name!r}: list_items() raised "
+                             f"{type(exc).__name__}; report a scope it cannot list as failed "
+                             "in the Listing (or raise hostcore.workitems.ProviderError), "
+                             "never another exception.", raised=exc)
+        require(isinstance(listing, Listing),
+                f"provider {provider.name!r}: list_items() returned "
+                f"{type(listing).__name__}; it must return hostcore.workitems.Listing("
+                "scopes=(ScopeListing(scope=..., status='complete', items=(...)), ...)).")
+        for scope in listing.scopes:
+            require(isinstance(scope, ScopeListing),
+                    f"provider {provider.name!r}: Listing.scopes holds "
+                    f"{type(scope).__name__}; each entry must be a ScopeListing.")
+            require(scope.status in ("complete", "failed", "interrupted", "degraded"),
+                    f"provider {provider.name!r}: scope status {scope.status!r} is not one of "
+                    "complete, failed, interrupted, degraded.")
+            for item in scope.items:
+                require(isinstance(item, WorkItem),
+                        f"provider {provider.name!r}: scope {scope.scope!r} lists "
+                        f"{type(item).__name__}; items must be hostcore.workitems.WorkItem.")
+        names = [scope.scope for scope in listing.scopes]
+        require(len(names) == len(set(names)),
+                f"provider {provider.name!r}: a scope appears twice in one listing: {names}")
+        return listing
+
+    def _listed(self, provider: Any) -> list[tuple[str, Any]]:
+        from hostcore.workitems import ProviderError
+
+        try:
+            listing = self._listing(provider)
+        except ProviderError as exc:
+            contract_failure(f"provider {provider.name!r}: list_items() raised ProviderError "
+                             "with its backend working.", raised=exc)
+        listed = [(scope.scope, item) for scope in listing.scopes
+                  if scope.status == "complete" for item in scope.items]
+        require(listed, f"provider {provider.name!r}: list_items() gave no item in a complete "
+                        "scope, so ownership and closures cannot be checked. Give it open "
+                        "items in the `seed_items` fixture (or through `plugin_config`).")
+        return listed
+
+    def test_provider_is_a_valid_registration(self, providers: list[Any]) -> None:
+        for provider in providers:
+            try:
+                validate(KINDS["provider"], provider, "the provider")
+            except Exception as exc:
+                contract_failure(str(exc))
+
+    def test_listed_items_are_owned_and_placed_in_their_scope(
+            self, providers: list[Any]) -> None:
+        for provider in providers:
+            for scope, item in self._listed(provider):
+                owned = provider.owns(item.ref)
+                require(owned is True,
+                        f"provider {provider.name!r}: owns({item.ref.ref!r}) returned "
+                        f"{owned!r} for an item it listed; it must return True (a bool).")
+                placed = provider.scope_of(item.ref)
+                require(placed == scope,
+                        f"provider {provider.name!r}: scope_of({item.ref.ref!r}) is "
+                        f"{placed!r} but the item was listed in scope {scope!r}; the poller "
+                        "decides absence per scope, so the two must agree.")
+
+    def test_a_foreign_ref_is_not_owned(self, providers: list[Any], foreign_ref: str) -> None:
+        from hostcore.workitems import WorkItemRef
+
+        for provider in providers:
+            try:
+                owned = provider.owns(WorkItemRef(foreign_ref))
+            except Exception as exc:
+                contract_failure(f"provider {provider.name!r}: owns({foreign_ref!r}) raised; "
+                                 "return False for a ref that is not yours.", raised=exc)
+            require(owned is False, f"provider {provider.name!r}: owns({foreign_ref!r}) "
+                                    f"returned {owned!r}; it must be False for a ref of "
+                                    "another tracker.")
+
+    def test_closure_of_a_listed_item_says_open(self, providers: list[Any]) -> None:
+        from hostcore.workitems import Closure, ProviderError
+
+        for provider in providers:
+            for _, item in self._listed(provider):
+                try:
+                    closure = provider.closure(item.ref)
+                except ProviderError as exc:
+                    contract_failure(f"provider {provider.name!r}: closure({item.ref.ref!r}) "
+                                     "raised ProviderError for an item its working backend "
+                                     "just listed as open.", raised=exc)
+                except Exception as exc:
+                    contract_failure(self._wrong_error(provider, item.ref.ref, exc),
+                                     raised=exc)
+                require(isinstance(closure, Closure),
+                        f"provider {provider.name!r}: closure({item.ref.ref!r}) returned "
+                        f"{type(closure).__name__}; it must return hostcore.workitems."
+                        "Closure(state='open'|'closed'|'merged', ...).")
+                require(closure.state == "open",
+                        f"provider {provider.name!r}: closure({item.ref.ref!r}) says "
+                        f"{closure.state!r} for an item listed as open.")
+
+    def test_a_broken_backend_fails_the_listing_honestly(
+            self, provider_host: Any, providers: list[Any],
+            break_backend: Callable[[Any], None]) -> None:
+        from hostcore.workitems import ProviderError
+
+        before = {p.name: {s for s, _ in self._listed(p)} for p in providers}
+        break_backend(provider_host)
+        for provider in providers:
+            try:
+                listing = self._listing(provider)
+            except ProviderError:
+                continue
+            statuses = {scope.scope: scope.status for scope in listing.scopes}
+            lying = sorted(s for s in before[provider.name] if statuses.get(s) == "complete")
+            missing = sorted(s for s in before[provider.name] if s not in statuses)
+            require(not lying,
+                    f"provider {provider.name!r}: with its backend broken, scopes {lying} are "
+                    "still reported complete. A scope that could not be listed is failed, "
+                    "interrupted or degraded: the poller treats every tracked item missing "
+                    "from a complete scope as closed.")
+            require(not missing,
+                    f"provider {provider.name!r}: with its backend broken, scopes {missing} "
+                    "vanished from the listing. Report them as failed so the poller knows "
+                    "their items were not seen.")
+
+    def test_an_unanswerable_closure_raises_provider_error(
+            self, provider_host: Any, providers: list[Any],
+            break_backend: Callable[[Any], None]) -> None:
+        from hostcore.workitems import ProviderError
+
+        listed = {p.name: [item.ref for _, item in self._listed(p)] for p in providers}
+        break_backend(provider_host)
+        for provider in providers:
+            for ref in listed[provider.name]:
+                try:
+                    answer = provider.closure(ref)
+                except ProviderError:
+                    continue
+                except Exception as exc:
+                    contract_failure(self._wrong_error(provider, ref.ref, exc), raised=exc)
+                contract_failure(
+                    f"provider {provider.name!r}: closure({ref.ref!r}) returned {answer!r} "
+                    "with its backend broken. When it cannot answer it must raise "
+                    "hostcore.workitems.ProviderError, so the poller keeps the item and asks "
+                    "again later.")
+
+    @staticmethod
+    def _wrong_error(provider: Any, ref: str, exc: BaseException) -> str:
+        return (f"provider {provider.name!r}: closure({ref!r}) raised {type(exc).__name__}; "
+                "a provider that cannot answer must raise hostcore.workitems.ProviderError "
+                "naming the ref (and nothing else), so the poller can tell 'no answer' from "
+                "a bug.")
+
+
+# -- sources ---------------------------------------------------------------------------
+
+# Reads the kit follows a cursor chain for before calling a source endless.
+MAX_READS = 1_000
+
+
+class SourceConformance(_PluginSuite):
+    """Checks every evidence source the plugin registers.
+
+    Contract: ``read(cursor)`` returns a :class:`~hostcore.store.SourceBatch` of
+    :class:`~hostcore.store.EvidenceRow`; reading on from the cursor it returned
+    gives nothing already given (so ingesting the same input twice adds nothing,
+    across restarts too); new input after the cursor arrives exactly once; and
+    malformed input neither raises nor stops later input from arriving.
+
+    Fixtures to provide: ``plugin``; ``add_evidence`` returning a callable
+    ``(host) -> None`` that adds one piece of valid input (an appended line, a new
+    file); ``add_malformed`` returning one that adds malformed input (a line that
+    is not JSON, a truncated file).
+    """
+
+    max_reads = MAX_READS
+
+    @pytest.fixture
+    def add_evidence(self) -> Callable[[Any], None]:
+        contract_failure(
+            f"{type(self).__name__} needs an `add_evidence` fixture returning a callable "
+            "(host) -> None that adds one piece of valid input for your source.")
+
+    @pytest.fixture
+    def add_malformed(self) -> Callable[[Any], None]:
+        contract_failure(
+            f"{type(self).__name__} needs an `add_malformed` fixture returning a callable "
+            "(host) -> None that adds malformed input for your source.")
+
+    def _read(self, source: Any, cursor: str | None) -> Any:
+        from hostcore.store import EvidenceRow, SourceBatch
+
+        try:
+            batch = source.read(cursor)
+        except Exception as exc:
+            contract_failure(f"source {source.name!r}: read({cursor!r}) raised; the host "
+                             "would skip this source every tick until its input changes. "
+                             "Skip (and count) what you cannot read instead.", raised=exc)
+        require(isinstance(batch, SourceBatch),
+                f"source {source.name!r}: read() returned {type(batch).__name__}; it must "
+                "return hostcore.store.SourceBatch(rows=[EvidenceRow(...)], cursor=...).")
+        require(batch.cursor is None or isinstance(batch.cursor, str),
+                f"source {source.name!r}: the batch cursor is {type(batch.cursor).__name__}; "
+                "it must be a str (or None before any input).")
+        wrong = [type(r).__name__ for r in batch.rows if not isinstance(r, EvidenceRow)]
+        require(not wrong, f"source {source.name!r}: batch rows include {sorted(set(wrong))}; "
+                           "every row must be hostcore.store.EvidenceRow.")
+        return batch
+
+    def _drain(self, source: Any, cursor: str | None) -> tuple[list[Any], str | None]:
+        rows: list[Any] = []
+        for _ in range(self.max_reads):
+            batch = self._read(source, cursor)
+            rows.extend(batch.rows)
+            cursor = batch.cursor
+            if not batch.rows and not batch.more:
+                return rows, cursor
+        contract_failure(f"source {source.name!r} still returned rows after {self.max_reads} "
+                         "reads with no new input: read(cursor) must move past what it "
+                         "returned.")
+
+    @pytest.fixture
+    def source_host(self, build_host: Callable[..., Any]) -> Any:
+        return build_host()
+
+    @pytest.fixture
+    def sources(self, source_host: Any, plugin: object) -> list[Any]:
+        return registered_objects(source_host, plugin, "source")
+
+    def test_source_is_a_valid_registration(self, sources: list[Any]) -> None:
+        for source in sources:
+            try:
+                validate(KINDS["source"], source, "the source")
+            except Exception as exc:
+                contract_failure(str(exc))
+
+    def test_reading_on_from_the_returned_cursor_gives_nothing_twice(
+            self, source_host: Any, sources: list[Any], add_evidence: Any) -> None:
+        add_evidence(source_host)
+        add_evidence(source_host)
+        for source in sources:
+            rows, cursor = self._drain(source, None)
+            require(rows, f"source {source.name!r}: add_evidence added input twice but read() "
+                          "returned no row; make add_evidence write what the source reads.")
+            again = self._read(source, cursor)
+            require(not again.rows,
+                    f"source {source.name!r}: reading again from the cursor it returned gave "
+                    f"{len(again.rows)} row(s) it had already given; the cursor must move "
+                    "past every row returned.")
+
+    def test_new_input_after_the_cursor_arrives_once(
+            self, source_host: Any, sources: list[Any], add_evidence: Any) -> None:
+        add_evidence(source_host)
+        cursors = {s.name: self._drain(s, None)[1] for s in sources}
+        add_evidence(source_host)
+        for source in sources:
+            fresh, cursor = self._drain(source, cursors[source.name])
+            require(fresh, f"source {source.name!r}: input added after the cursor was not "
+                           "returned by read(cursor).")
+            require(not self._read(source, cursor).rows,
+                    f"source {source.name!r}: the new input was returned twice.")
+
+    def test_ingesting_twice_adds_nothing_even_after_a_restart(
+            self, source_host: Any, sources: list[Any], add_evidence: Any,
+            build_host: Callable[..., Any]) -> None:
+        add_evidence(source_host)
+        first = self._tick_rows(source_host)
+        require(first > 0, "the ingest step appended no row from input add_evidence added; "
+                           "check the source reads where add_evidence writes.")
+        require(self._tick_rows(source_host) == 0,
+                "a second tick over the same input appended rows again; the source must "
+                "return a cursor past every row it returned.")
+        require(self._tick_rows(build_host()) == 0,
+                "a restarted host over the same root appended rows again; persist progress "
+                "only through the cursor you return (the host stores it with the rows).")
+
+    @staticmethod
+    def _tick_rows(host: Any) -> int:
+        before = sum(v.row_count for v in host.store.partitions().values())
+        report = host.tick()
+        failed = [(s.name, s.error) for s in report.steps if not s.ok]
+        require(not failed, f"tick steps failed: {failed}")
+        return sum(v.row_count for v in host.store.partitions().values()) - before
+
+    def test_malformed_input_neither_raises_nor_blocks_later_input(
+            self, source_host: Any, sources: list[Any], add_evidence: Any,
+            add_malformed: Any) -> None:
+        add_evidence(source_host)
+        cursors = {s.name: self._drain(s, None)[1] for s in sources}
+        add_malformed(source_host)
+        add_evidence(source_host)
+        for source in sources:
+            rows, _ = self._drain(source, cursors[source.name])
+            require(rows, f"source {source.name!r}: valid input added after malformed input "
+                          "never arrived; skip what is malformed (and say so) and read on.")

@@ -33,6 +33,8 @@ import pytest
 # The conformance suites (see hostcore.conformance), importable from here for authors.
 from hostcore.conformance import (  # noqa: F401
     PolicyInputConformance,
+    ProviderConformance,
+    SourceConformance,
     TelemetrySinkConformance,
     WorkerConformance,
 )

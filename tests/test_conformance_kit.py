@@ -4,18 +4,30 @@ fail it with a message that names the object, the contract and the fix."""
 from __future__ import annotations
 
 import hashlib
+import json
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from hostcore import hookimpl
+from hostcore.store import EvidenceRow, SourceBatch
 from hostcore.testing import (
     PolicyInputConformance,
+    ProviderConformance,
+    SourceConformance,
     TelemetrySinkConformance,
     WorkerConformance,
 )
 from hostcore.types import WorkerResult
+from hostcore.workitems import (
+    Closure,
+    Listing,
+    ProviderError,
+    ScopeListing,
+    WorkItem,
+    WorkItemRef,
+)
 
 pytest_plugins = ["pytester"]
 
@@ -134,16 +146,135 @@ class TestAListPolicyInputPassesTheKit(PolicyInputConformance):
         return withhold_first
 
 
+class StateFileProvider:
+    """Items in one JSON file {"local#1": "open", ...}; scope "local"."""
+
+    name = "statefile"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def _states(self) -> dict[str, str]:
+        try:
+            return json.loads(self.path.read_text())
+        except (OSError, ValueError) as exc:
+            raise ProviderError(f"cannot read the task file: {exc}") from None
+
+    def owns(self, ref: WorkItemRef) -> bool:
+        return ref.ref.startswith("local#")
+
+    def scope_of(self, ref: WorkItemRef) -> str:
+        return "local"
+
+    def list_items(self) -> Listing:
+        try:
+            states = self._states()
+        except ProviderError as exc:
+            return Listing((ScopeListing(scope="local", status="failed", reason=str(exc)),))
+        items = tuple(WorkItem(ref=WorkItemRef(ref)) for ref, state in sorted(states.items())
+                      if state == "open")
+        return Listing((ScopeListing(scope="local", status="complete", items=items),))
+
+    def closure(self, ref: WorkItemRef) -> Closure:
+        state = self._states().get(ref.ref)
+        if state is None:
+            raise ProviderError(f"{ref.ref}: no such item", ref=ref.ref)
+        return Closure(state=state)
+
+
+class StateFilePlugin:
+    @hookimpl
+    def hostcore_providers(self, host):
+        return StateFileProvider(host.state_dir("statefile") / "items.json")
+
+
+class TestAStateFileProviderPassesTheKit(ProviderConformance):
+    @pytest.fixture
+    def plugin(self):
+        return StateFilePlugin()
+
+    @pytest.fixture
+    def seed_items(self):
+        def seed(host):
+            (host.state_dir("statefile") / "items.json").write_text(
+                json.dumps({"local#1": "open", "local#2": "closed", "local#3": "open"}))
+        return seed
+
+    @pytest.fixture
+    def break_backend(self):
+        return lambda host: (host.state_dir("statefile") / "items.json").unlink()
+
+
+class JsonLinesSource:
+    """One row per JSON line of notes.jsonl; the cursor is the byte offset read to."""
+
+    name = "notes"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.skipped = 0
+
+    def read(self, cursor: str | None) -> SourceBatch:
+        offset = int(cursor or 0)
+        if not self.path.exists():
+            return SourceBatch(rows=[], cursor=cursor)
+        with self.path.open("rb") as handle:
+            handle.seek(offset)
+            data = handle.read()
+        rows = []
+        for line in data.splitlines(keepends=True):
+            if not line.endswith(b"\n"):
+                break  # a line still being written: read it next time
+            try:
+                payload = json.loads(line)
+            except ValueError:
+                self.skipped += 1
+            else:
+                rows.append(EvidenceRow(partition="notes", source_id="notes",
+                                        payload=payload, key=str(offset)))
+            offset += len(line)
+        return SourceBatch(rows=rows, cursor=str(offset))
+
+
+class NotesPlugin:
+    @hookimpl
+    def hostcore_sources(self, host):
+        return JsonLinesSource(host.state_dir("notes") / "notes.jsonl")
+
+
+def append_note(host, text: bytes) -> None:
+    with (host.state_dir("notes") / "notes.jsonl").open("ab") as handle:
+        handle.write(text)
+
+
+class TestAJsonLinesSourcePassesTheKit(SourceConformance):
+    @pytest.fixture
+    def plugin(self):
+        return NotesPlugin()
+
+    @pytest.fixture
+    def add_evidence(self):
+        return lambda host: append_note(host, b'{"note": "hello"}\n')
+
+    @pytest.fixture
+    def add_malformed(self):
+        return lambda host: append_note(host, b'{"note": \n')
+
+
 # -- broken plugins fail, and say why ----------------------------------------------------
 
 HEADER = """
-import hashlib, time
+import hashlib, json, time
 from pathlib import Path
 import pytest
 from hostcore import hookimpl
+from hostcore.store import EvidenceRow, SourceBatch
 from hostcore.types import WorkerResult
+from hostcore.workitems import (
+    Closure, Listing, ProviderError, ScopeListing, WorkItem, WorkItemRef)
 from hostcore.testing import (
-    PolicyInputConformance, TelemetrySinkConformance, WorkerConformance)
+    PolicyInputConformance, ProviderConformance, SourceConformance,
+    TelemetrySinkConformance, WorkerConformance)
 """
 
 
@@ -157,14 +288,23 @@ def says(result, *fragments: str) -> None:
         at = found + len(fragment)
 
 
-def run_kit(pytester: pytest.Pytester, *bodies: str):
-    source = HEADER + "".join(textwrap.dedent(body) for body in bodies)
-    pytester.makepyfile(test_author_plugin=source)
-    return pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider")
+@pytest.fixture
+def run_kit(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
+    """Run an author's test module (the bodies, after HEADER) in an inner pytest."""
+    # Only hostcore's pytest plugin: the other installed ones only slow the inner run.
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+
+    def run(*bodies: str):
+        source = HEADER + "".join(textwrap.dedent(body) for body in bodies)
+        pytester.makepyfile(test_author_plugin=source)
+        return pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider",
+                                            "-p", "hostcore.testing")
+
+    return run
 
 
-def test_a_worker_that_is_always_pending_fails_with_the_backlog_explained(pytester):
-    result = run_kit(pytester, """
+def test_a_worker_that_is_always_pending_fails_with_the_backlog_explained(run_kit):
+    result = run_kit("""
         class Forever:
             name = "forever"
             def run(self, host):
@@ -186,8 +326,8 @@ def test_a_worker_that_is_always_pending_fails_with_the_backlog_explained(pytest
                  "new input", "backlog cadence forever")
 
 
-def test_a_worker_that_returns_a_dict_is_told_what_to_return(pytester):
-    result = run_kit(pytester, """
+def test_a_worker_that_returns_a_dict_is_told_what_to_return(run_kit):
+    result = run_kit("""
         class Dicty:
             name = "dicty"
             def run(self, host):
@@ -208,8 +348,8 @@ def test_a_worker_that_returns_a_dict_is_told_what_to_return(pytester):
                  "hostcore.types.WorkerResult(pending=..., counts={...})")
 
 
-def test_a_worker_that_keeps_progress_in_memory_fails_the_restart_check(pytester):
-    result = run_kit(pytester, """
+def test_a_worker_that_keeps_progress_in_memory_fails_the_restart_check(run_kit):
+    result = run_kit("""
         class Forgetful:
             name = "forgetful"
             def __init__(self):
@@ -235,8 +375,8 @@ def test_a_worker_that_keeps_progress_in_memory_fails_the_restart_check(pytester
          "progress must be kept under the host root, not in memory")
 
 
-def test_a_plugin_that_registers_nothing_is_told_which_hook_to_implement(pytester):
-    result = run_kit(pytester, """
+def test_a_plugin_that_registers_nothing_is_told_which_hook_to_implement(run_kit):
+    result = run_kit("""
         class Empty:
             @hookimpl
             def hostcore_workers(self, host):
@@ -252,8 +392,8 @@ def test_a_plugin_that_registers_nothing_is_told_which_hook_to_implement(pyteste
                  "missing or returned nothing")
 
 
-def test_a_suite_without_a_plugin_fixture_says_how_to_write_one(pytester):
-    result = run_kit(pytester, """
+def test_a_suite_without_a_plugin_fixture_says_how_to_write_one(run_kit):
+    result = run_kit("""
         class TestNoPlugin(WorkerConformance):
             pass
     """)
@@ -262,8 +402,8 @@ def test_a_suite_without_a_plugin_fixture_says_how_to_write_one(pytester):
                  "object", "def plugin(self):")
 
 
-def test_a_sink_that_raises_on_an_omitted_attribute_fails_naming_the_event(pytester):
-    result = run_kit(pytester, """
+def test_a_sink_that_raises_on_an_omitted_attribute_fails_naming_the_event(run_kit):
+    result = run_kit("""
         class Fragile:
             name = "fragile"
             def receive(self, event):
@@ -284,8 +424,8 @@ def test_a_sink_that_raises_on_an_omitted_attribute_fails_naming_the_event(pytes
          "Your code raised:", "KeyError: 'steps'")
 
 
-def test_a_sink_that_changes_events_is_told_to_copy(pytester):
-    result = run_kit(pytester, """
+def test_a_sink_that_changes_events_is_told_to_copy(run_kit):
+    result = run_kit("""
         class Meddler:
             name = "meddler"
             def receive(self, event):
@@ -319,8 +459,8 @@ POLICY_BODY = """
 """
 
 
-def test_a_policy_input_that_puts_paths_in_its_fingerprint_is_told_to_hash(pytester):
-    result = run_kit(pytester, """
+def test_a_policy_input_that_puts_paths_in_its_fingerprint_is_told_to_hash(run_kit):
+    result = run_kit("""
         class Input:
             name = "leaky"
             listed = ["/home/someone/projects/secret-client"]
@@ -334,8 +474,8 @@ def test_a_policy_input_that_puts_paths_in_its_fingerprint_is_told_to_hash(pytes
          "must never carry a path or a name")
 
 
-def test_a_policy_input_with_an_unstable_fingerprint_fails_twice(pytester):
-    result = run_kit(pytester, """
+def test_a_policy_input_with_an_unstable_fingerprint_fails_twice(run_kit):
+    result = run_kit("""
         class Input:
             name = "clocky"
             def withholds(self, directory, source_id):
@@ -347,8 +487,8 @@ def test_a_policy_input_with_an_unstable_fingerprint_fails_twice(pytester):
     says(result, "policy input 'clocky': fingerprint_part() gave", "it must be stable")
 
 
-def test_a_policy_input_answering_a_non_bool_fails_naming_the_type(pytester):
-    result = run_kit(pytester, """
+def test_a_policy_input_answering_a_non_bool_fails_naming_the_type(run_kit):
+    result = run_kit("""
         class Input:
             name = "vague"
             def withholds(self, directory, source_id):
@@ -361,8 +501,8 @@ def test_a_policy_input_answering_a_non_bool_fails_naming_the_type(pytester):
                  "bool.")
 
 
-def test_a_fingerprint_that_ignores_a_policy_change_fails(pytester):
-    result = run_kit(pytester, """
+def test_a_fingerprint_that_ignores_a_policy_change_fails(run_kit):
+    result = run_kit("""
         class Input:
             name = "stuck"
             def __init__(self, path):
@@ -390,3 +530,142 @@ def test_a_fingerprint_that_ignores_a_policy_change_fails(pytester):
     result.assert_outcomes(passed=5, failed=1)
     says(result, "policy input 'stuck': its verdicts changed but fingerprint_part() "
                  "stayed 'v1'")
+
+
+PROVIDER_BODY = """
+    class Plugin:
+        @hookimpl
+        def hostcore_providers(self, host):
+            return Tasks(host.state_dir("tasks") / "items.json")
+
+    class TestTasks(ProviderConformance):
+        @pytest.fixture
+        def plugin(self):
+            return Plugin()
+        @pytest.fixture
+        def seed_items(self):
+            def seed(host):
+                (host.state_dir("tasks") / "items.json").write_text('{"t#1": "open"}')
+            return seed
+        @pytest.fixture
+        def break_backend(self):
+            return lambda host: (host.state_dir("tasks") / "items.json").unlink()
+"""
+
+PROVIDER_BASE = """
+    class Base:
+        name = "tasks"
+        def __init__(self, path):
+            self.path = path
+        def owns(self, ref):
+            return ref.ref.startswith("t#")
+        def scope_of(self, ref):
+            return "tasks"
+"""
+
+
+def test_a_provider_returning_a_list_fails_with_the_type_it_must_return(run_kit):
+    result = run_kit(PROVIDER_BASE, """
+        class Tasks(Base):
+            def list_items(self):
+                return [{"ref": r} for r in json.loads(self.path.read_text())]
+            def closure(self, ref):
+                return Closure(state="open")
+    """, PROVIDER_BODY)
+    result.assert_outcomes(passed=2, failed=4)
+    says(result, "provider 'tasks': list_items() returned list; it must return "
+                 "hostcore.workitems.Listing(scopes=(ScopeListing(scope=..., "
+                 "status='complete', items=(...)), ...)).")
+
+
+def test_a_provider_raising_the_wrong_error_fails_naming_provider_error(run_kit):
+    result = run_kit(PROVIDER_BASE, """
+        class Tasks(Base):
+            def list_items(self):
+                try:
+                    states = json.loads(self.path.read_text())
+                except OSError as exc:
+                    return Listing((ScopeListing(scope="tasks", status="failed",
+                                                 reason=str(exc)),))
+                items = tuple(WorkItem(ref=WorkItemRef(r)) for r in states)
+                return Listing((ScopeListing(scope="tasks", status="complete", items=items),))
+            def closure(self, ref):
+                return Closure(state=json.loads(self.path.read_text())[ref.ref])
+    """, PROVIDER_BODY)
+    result.assert_outcomes(passed=5, failed=1)
+    says(result, "TestTasks.test_an_unanswerable_closure_raises_provider_error",
+         "provider 'tasks': closure('t#1') raised FileNotFoundError; a provider that cannot "
+         "answer must raise hostcore.workitems.ProviderError naming the ref (and nothing "
+         "else)", "Your code raised:", "FileNotFoundError")
+
+
+def test_a_provider_calling_a_truncated_listing_complete_fails(run_kit):
+    result = run_kit(PROVIDER_BASE, """
+        class Tasks(Base):
+            def list_items(self):
+                states = json.loads(self.path.read_text()) if self.path.exists() else {}
+                items = tuple(WorkItem(ref=WorkItemRef(r)) for r in states)
+                return Listing((ScopeListing(scope="tasks", status="complete", items=items),))
+            def closure(self, ref):
+                raise ProviderError("cannot tell", ref=ref.ref)
+    """, PROVIDER_BODY)
+    result.assert_outcomes(passed=4, failed=2)
+    says(result, "provider 'tasks': with its backend broken, scopes ['tasks'] are still "
+                 "reported complete")
+
+
+SOURCE_BODY = """
+    class Plugin:
+        @hookimpl
+        def hostcore_sources(self, host):
+            return Lines(host.state_dir("lines") / "in.jsonl")
+
+    def append(host, data):
+        with (host.state_dir("lines") / "in.jsonl").open("ab") as handle:
+            handle.write(data)
+
+    class TestLines(SourceConformance):
+        @pytest.fixture
+        def plugin(self):
+            return Plugin()
+        @pytest.fixture
+        def add_evidence(self):
+            return lambda host: append(host, b'{"a": 1}\\n')
+        @pytest.fixture
+        def add_malformed(self):
+            return lambda host: append(host, b'not json\\n')
+"""
+
+
+def test_a_source_that_rereads_everything_fails_the_cursor_checks(run_kit):
+    result = run_kit("""
+        class Lines:
+            name = "lines"
+            def __init__(self, path):
+                self.path = path
+            def read(self, cursor):
+                lines = self.path.read_bytes().splitlines() if self.path.exists() else []
+                rows = [EvidenceRow(partition="lines", source_id="lines",
+                                    payload=json.loads(l)) for l in lines if l.startswith(b"{")]
+                return SourceBatch(rows=rows, cursor="0")
+    """, SOURCE_BODY)
+    result.assert_outcomes(passed=1, failed=4)
+    says(result, "source 'lines' still returned rows after 1000 reads with no new input")
+    says(result, "a second tick over the same input appended rows again")
+
+
+def test_a_source_that_raises_on_malformed_input_is_told_to_skip_it(run_kit):
+    result = run_kit("""
+        class Lines:
+            name = "lines"
+            def __init__(self, path):
+                self.path = path
+            def read(self, cursor):
+                data = self.path.read_bytes()[int(cursor or 0):] if self.path.exists() else b""
+                rows = [EvidenceRow(partition="lines", source_id="lines", payload=json.loads(l))
+                        for l in data.splitlines()]
+                return SourceBatch(rows=rows, cursor=str(int(cursor or 0) + len(data)))
+    """, SOURCE_BODY)
+    result.assert_outcomes(passed=4, failed=1)
+    says(result, "source 'lines': read(", "raised; the host would skip this source every tick",
+         "Skip (and count) what you cannot read instead.", "JSONDecodeError")

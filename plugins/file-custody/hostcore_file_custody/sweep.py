@@ -295,9 +295,13 @@ class StaleSweep:
                              custody)
         return pid_map and prompt
 
-    def _prune(self, path: Path, owner: str, kind: str, custody: Custody) -> bool:
+    def _prune(self, path: Path, owner: str, kind: str, custody: Custody, *,
+               orphan: bool = False) -> bool:
         """Delete ``path`` if it still belongs to ``owner`` and the owner is still absent
-        once it is pinned. True when nothing of ``owner``'s is left at ``path``."""
+        once it is pinned. True when nothing of ``owner``'s is left at ``path``.
+
+        An ``orphan`` (its owner had no heartbeat in the scan) must also still be stale.
+        """
         pending = self.pending[kind]
         if pending.unknown or path.name in pending.sources:
             self.report.dependents_kept += 1
@@ -310,6 +314,8 @@ class StaleSweep:
         if captured is None:
             return True
         revision, data = captured
+        if orphan and self.now - revision.mtime_ns / 1e9 <= self.stale_after:
+            return False  # republished since the scan: not an orphan's any more
         if kind == "pid-map":
             try:
                 entry = msgspec.json.decode(data, type=PidMapEntry)
@@ -356,7 +362,7 @@ class StaleSweep:
     def _prune_orphan(self, path: Path, owner: str, kind: str) -> None:
         try:
             with self.registry.custody_for_sweep(owner) as custody:
-                self._prune(path, owner, kind, custody)
+                self._prune(path, owner, kind, custody, orphan=True)
                 custody.discard_lock_file_if(lambda: not self.registry.heartbeat_present(owner))
         except CustodyError:
             # Refused custody, or a name that is no instance's: keep the file.

@@ -56,10 +56,11 @@ query = dict(parse_qsl(parts.query))
 with open(os.path.join(state, "routes.json")) as f:
     routes = json.load(f)
 calls_path = os.path.join(state, "calls.jsonl")
-previous = []
-if os.path.exists(calls_path):
-    with open(calls_path) as f:
-        previous = [json.loads(line) for line in f if line.strip()]
+served_path = os.path.join(state, "served.json")
+served = {}
+if os.path.exists(served_path):
+    with open(served_path) as f:
+        served = json.load(f)
 best = None
 for index, route in enumerate(routes):
     if route["method"] != method or route["path"] != parts.path.lstrip("/"):
@@ -71,9 +72,12 @@ for index, route in enumerate(routes):
 if best is None:
     reply = {"status": 404, "headers": {}, "body": '{"message": "Not Found"}'}
 else:
-    seen = sum(1 for c in previous if c.get("route") == best)
+    seen = served.get(str(best), 0)
     replies = routes[best]["replies"]
     reply = replies[min(seen, len(replies) - 1)]
+    served[str(best)] = seen + 1
+    with open(served_path, "w") as f:
+        json.dump(served, f)
 with open(calls_path, "a") as f:
     f.write(json.dumps({"argv": args, "method": method, "path": parts.path.lstrip("/"),
                         "query": query, "headers": headers, "route": best}) + "\n")

@@ -22,9 +22,20 @@ def test_each_event_becomes_one_record_with_sorted_attributes(make_host, caplog)
     assert (names[0], names[-1]) == ("plugins.loaded", "tick.completed")
     tick = records[-1]
     assert tick.levelno == logging.INFO
-    steps = tick.hostcore_event.attributes["steps"]
-    assert tick.getMessage().startswith("tick.completed duration_ms=")
-    assert tick.getMessage().endswith(f"failed=0 pending=False skipped=0 steps={steps}")
+    attributes = tick.hostcore_event.attributes
+    assert tick.getMessage() == (
+        f"tick.completed duration_ms={attributes['duration_ms']} failed={attributes['failed']} "
+        f"pending={attributes['pending']} skipped={attributes['skipped']} "
+        f"steps={attributes['steps']}")
+
+
+def test_message_is_the_name_then_attributes_in_name_order(caplog):
+    caplog.set_level(logging.INFO, logger="hostcore.events")
+    event = Event(name="demo.done", ts=0.0, attributes={"zeta": 2, "alpha": True, "mode": "full"})
+    LoggingSink().receive(event)
+    (record,) = caplog.records
+    assert record.getMessage() == "demo.done alpha=True mode=full zeta=2"
+    assert record.hostcore_event is event
 
 
 def test_plugin_table_picks_logger_and_level(make_host, caplog):

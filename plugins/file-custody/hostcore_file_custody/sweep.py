@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+
+from hostcore.errors import RecordError
 from hostcore_file_custody.audit import (
     record_live_sweep_observation,
     record_sweep_unrecorded,
@@ -55,8 +57,6 @@ from hostcore_file_custody.registry import (
     is_generation_id,
 )
 from hostcore_file_custody.revision import FileRevision, capture_file_revision_and_bytes
-
-from hostcore.errors import RecordError
 
 # A heartbeat not refreshed for this long is a sweep candidate (seconds).
 STALE_AFTER_SECONDS = 600.0

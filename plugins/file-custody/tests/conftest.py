@@ -10,10 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
+import hostcore_file_custody.plugin as custody_plugin
 import msgspec
 import pytest
-
-import hostcore_file_custody.plugin as custody_plugin
 from hostcore_file_custody import (
     GenerationRecord,
     Heartbeat,

@@ -9,4 +9,5 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "hostcore.builtins.evidence",
     "hostcore.builtins.export",
     "hostcore.builtins.poll",
+    "hostcore.builtins.scaffold",
 )

@@ -1,0 +1,127 @@
+"""`hostcore new-plugin`: the package it writes installs, passes its own tests and loads."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+from hostcore.scaffold import KINDS, create_plugin
+
+# One plugin per kind; the provider is the issue's own example, `demo`.
+PLUGINS = {"provider": "demo", "source": "demo-source", "policy": "demo-policy",
+           "sink": "demo-sink", "worker": "demo-worker"}
+REGISTERS = {"provider": "provider", "source": "source", "policy": "policy_input",
+             "sink": "telemetry_sink", "worker": "worker"}
+LINT = ["--select", "E,F,W,I,B,UP,SIM,RUF", "--ignore", "RUF012,B008", "--line-length", "100",
+        "--target-version", "py311"]
+
+
+def run(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None):
+    done = subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, f"{args} failed:\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+def test_a_new_plugin_of_every_kind_installs_passes_its_tests_and_is_listed(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    for kind, name in PLUGINS.items():
+        run(sys.executable, "-m", "hostcore", "new-plugin", name, "--kind", kind, cwd=work)
+    folders = [work / f"hostcore-{name}" for name in PLUGINS.values()]
+
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, system_site_packages=True, with_pip=False)
+    python = env_dir / "bin" / "python"
+    editable = [arg for folder in folders for arg in ("-e", folder)]
+    # The outer interpreter's pip installs into the venv: no network, no build isolation.
+    run(sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps",
+        "--no-build-isolation", *editable)
+
+    tests = run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *folders, cwd=work)
+    assert " passed" in tests.stdout and "failed" not in tests.stdout
+
+    env = {**os.environ, "HOSTCORE_LOAD_PLUGINS": ",".join(f"hostcore-{n}"
+                                                           for n in PLUGINS.values())}
+    listed = run(python, "-m", "hostcore", "--root", tmp_path / "root", "plugins", "--json",
+                 env=env)
+    infos = {info["name"]: info for info in json.loads(listed.stdout)}
+    for kind, name in PLUGINS.items():
+        info = infos[name]
+        assert (info["status"], info["distribution"]) == ("loaded", f"hostcore-{name}")
+        assert [(r["kind"], r["name"]) for r in info["registrations"]] == [
+            (REGISTERS[kind], name)]
+
+    once = subprocess.run([python, "-m", "hostcore", "--root", tmp_path / "root", "run",
+                           "--once"], env=env, capture_output=True, text=True, timeout=120)
+    assert once.returncode == 0, once.stderr
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_every_generated_package_is_lint_clean(tmp_path, kind):
+    target, _ = create_plugin("lint-me", kind, tmp_path / "pkg")
+    run(sys.executable, "-m", "ruff", "check", "--no-cache", *LINT, ".", cwd=target)
+
+
+def test_new_plugin_writes_the_package_and_lists_its_files(hostcore_cli, tmp_path):
+    target = tmp_path / "out"
+    result = hostcore_cli("new-plugin", "task-board", "--kind", "provider", "--dir",
+                          str(target), "--json")
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["distribution"] == "hostcore-task-board"
+    assert report["package"] == "hostcore_task_board"
+    assert sorted(report["files"]) == sorted(
+        str(p) for p in target.rglob("*") if p.is_file()
+        for p in [p.relative_to(target)])
+    pyproject = (target / "pyproject.toml").read_text()
+    assert 'task-board = "hostcore_task_board.plugin"' in pyproject
+    assert "class TaskBoard:" in (target / "hostcore_task_board" / "plugin.py").read_text()
+    assert "ProviderConformance" in (target / "tests" / "test_hostcore_task_board.py").read_text()
+
+
+def test_the_default_folder_is_hostcore_name_in_the_current_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    target, files = create_plugin("notes", "source")
+    assert target == tmp_path / "hostcore-notes"
+    assert Path("hostcore_notes/plugin.py") in files
+
+
+def test_an_occupied_folder_is_refused_and_left_untouched(hostcore_cli, tmp_path):
+    target = tmp_path / "busy"
+    target.mkdir()
+    (target / "keep.txt").write_text("mine")
+    result = hostcore_cli("new-plugin", "demo", "--dir", str(target))
+    assert result.exit_code == 2
+    assert "already exists and is not an empty folder; nothing was written" in result.stderr
+    assert [p.name for p in target.iterdir()] == ["keep.txt"]
+
+
+def test_an_empty_folder_is_filled(tmp_path):
+    target = tmp_path / "empty"
+    target.mkdir()
+    create_plugin("demo", "sink", target)
+    assert (target / "hostcore_demo" / "plugin.py").exists()
+
+
+@pytest.mark.parametrize("name", ["Demo", "demo_plugin", "-demo", "demo-", "9lives", "a--b",
+                                  "x" * 41, ""])
+def test_a_bad_name_is_refused_naming_it(hostcore_cli, tmp_path, name):
+    result = hostcore_cli("new-plugin", "--dir", str(tmp_path / "pkg"), "--", name)
+    assert result.exit_code == 2
+    assert f"plugin name {name!r} must be lowercase" in result.stderr
+    assert not (tmp_path / "pkg").exists()
+
+
+def test_an_unknown_kind_is_refused_by_the_command_line(hostcore_cli, tmp_path):
+    result = hostcore_cli("new-plugin", "demo", "--kind", "exporter", "--dir",
+                          str(tmp_path / "pkg"))
+    assert result.exit_code == 2
+    assert "'exporter' is not one of" in result.stderr
+    assert not (tmp_path / "pkg").exists()

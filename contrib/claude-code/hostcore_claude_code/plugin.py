@@ -1,0 +1,59 @@
+"""The ``claude-code`` plugin: registers the Claude Code transcript source.
+
+Configured by the ``[plugins.claude-code]`` table of ``hostcore.toml``::
+
+    [plugins.claude-code]
+    home = "/home/me"     # the user's home; transcripts under <home>/.claude/projects
+
+Without ``home`` the folder is ``$CLAUDE_CONFIG_DIR`` when set, else
+``~/.claude``. A missing folder gives no rows (Claude Code is not installed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from hostcore.markers import hookimpl
+from hostcore.telemetry import EventSpec
+from hostcore.transcripts import TranscriptSource
+from hostcore_claude_code.source import EVENT, NAME, PATTERNS, parse_line
+
+if TYPE_CHECKING:
+    from hostcore.host import Host
+
+
+class ClaudeCodeConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """The ``[plugins.claude-code]`` table. Unknown keys are errors, so typos show."""
+
+    home: str | None = None
+
+
+def claude_folder(config: ClaudeCodeConfig, env: Mapping[str, str]) -> Path:
+    """Where Claude Code keeps its data for this configuration and environment."""
+    if config.home:
+        return Path(config.home).expanduser() / ".claude"
+    override = env.get("CLAUDE_CONFIG_DIR")
+    return Path(override).expanduser() if override else Path.home() / ".claude"
+
+
+@hookimpl
+def hostcore_sources(host: Host) -> TranscriptSource:
+    config = host.plugin_config(NAME, ClaudeCodeConfig)
+    return TranscriptSource(name=NAME, folder=claude_folder(config, host.env),
+                            patterns=PATTERNS, parse=parse_line, event=EVENT, emit=host.emit)
+
+
+@hookimpl
+def hostcore_events() -> EventSpec:
+    return EventSpec(
+        EVENT,
+        {"files": int, "lines": int, "rows": int, "malformed": int, "oversized": int,
+         "unreadable": int, "no_cwd": int, "missing_home": bool},
+        "The Claude Code source read its transcripts: files with new lines, lines read, "
+        "rows produced, lines skipped as malformed, oversized or without a cwd, files "
+        "that could not be read, and whether the transcript folder is missing.",
+    )

@@ -1,0 +1,60 @@
+"""The ``codex`` plugin: registers the Codex CLI rollout source.
+
+Configured by the ``[plugins.codex]`` table of ``hostcore.toml``::
+
+    [plugins.codex]
+    home = "/home/me"     # the user's home; rollouts under <home>/.codex/sessions
+
+Without ``home`` the folder is ``$CODEX_HOME`` when set, else ``~/.codex``. A
+missing folder gives no rows (Codex is not installed). Archived sessions, which
+Codex moves out of ``sessions/``, are not read; what was ingested stays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from hostcore.markers import hookimpl
+from hostcore.telemetry import EventSpec
+from hostcore.transcripts import TranscriptSource
+from hostcore_codex.source import EVENT, NAME, PATTERNS, parse_line
+
+if TYPE_CHECKING:
+    from hostcore.host import Host
+
+
+class CodexConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """The ``[plugins.codex]`` table. Unknown keys are errors, so typos show."""
+
+    home: str | None = None
+
+
+def codex_folder(config: CodexConfig, env: Mapping[str, str]) -> Path:
+    """Where Codex keeps its data for this configuration and environment."""
+    if config.home:
+        return Path(config.home).expanduser() / ".codex"
+    override = env.get("CODEX_HOME")
+    return Path(override).expanduser() if override else Path.home() / ".codex"
+
+
+@hookimpl
+def hostcore_sources(host: Host) -> TranscriptSource:
+    config = host.plugin_config(NAME, CodexConfig)
+    return TranscriptSource(name=NAME, folder=codex_folder(config, host.env),
+                            patterns=PATTERNS, parse=parse_line, event=EVENT, emit=host.emit)
+
+
+@hookimpl
+def hostcore_events() -> EventSpec:
+    return EventSpec(
+        EVENT,
+        {"files": int, "lines": int, "rows": int, "malformed": int, "oversized": int,
+         "unreadable": int, "no_cwd": int, "missing_home": bool},
+        "The Codex source read its rollouts: files with new lines, lines read, rows "
+        "produced, lines skipped as malformed, oversized or before a session header with "
+        "a cwd, files that could not be read, and whether the sessions folder is missing.",
+    )

@@ -44,7 +44,8 @@ from hostcore.workitems import WorkItemRef
 log = logging.getLogger("hostcore.ledger")
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
-INDEX_FORMAT = 1
+_TIME_SHAPE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$")
+INDEX_FORMAT = 2
 # The readable part of a slug is cut to this many characters; the hash makes it unique.
 SLUG_PREFIX_LENGTH = 48
 # 32 hex digits of SHA-256 (128 bits) of the exact ref.
@@ -65,10 +66,10 @@ def format_utc(moment: datetime) -> str:
 
 def parse_utc(text: object) -> datetime | None:
     """The moment ``text`` names, or ``None`` unless it is exactly the ledger's format."""
-    if not isinstance(text, str) or len(text) != 20:
+    if not isinstance(text, str) or not _TIME_SHAPE.match(text):
         return None
     try:
-        return datetime.strptime(text, TIME_FORMAT).replace(tzinfo=UTC)
+        return datetime.fromisoformat(text)  # the shape is checked: only the values remain
     except ValueError:
         return None
 
@@ -157,6 +158,18 @@ def absent_since_of(poll: PollSection | None) -> str:
         return ""
     stamps = [t for t in (poll.last_polled_at, poll.closure_checked_at) if parse_utc(t)]
     return max(stamps, default="")
+
+
+def record_class(record: PortableRecord) -> str:
+    """Which candidate set a record belongs to: ``ended`` (stamped), ``tracked`` (a
+    session, control, graph or collaborators section), ``ledger_only`` (poll and
+    nothing else known), or ``other`` (no section the poller reads)."""
+    bits = record.sections
+    if bits & ENDED:
+        return "ended"
+    if bits & TRACKING:
+        return "tracked"
+    return "ledger_only" if bits == POLL else "other"
 
 
 def slug_for(ref: str) -> str:
@@ -271,13 +284,14 @@ CREATE TABLE entries (
     slug TEXT PRIMARY KEY,
     ref TEXT NOT NULL,
     sections INTEGER NOT NULL,
+    class TEXT NOT NULL,
     absent_since TEXT NOT NULL,
     updated_at TEXT NOT NULL,
     last_polled_at TEXT NOT NULL,
     size INTEGER NOT NULL,
     mtime_ns INTEGER NOT NULL
 );
-CREATE INDEX entries_due ON entries (sections, absent_since, ref);
+CREATE INDEX entries_class ON entries (class, absent_since, ref);
 CREATE TABLE malformed (slug TEXT PRIMARY KEY, size INTEGER NOT NULL,
                         mtime_ns INTEGER NOT NULL, reason TEXT NOT NULL);
 """
@@ -391,16 +405,15 @@ class Ledger:
         """Unstamped records with a session, control, graph or collaborators section."""
         return self._query(
             "SELECT ref, sections, absent_since, updated_at, last_polled_at FROM entries "
-            "WHERE (sections & ?) != 0 AND (sections & ?) = 0 ORDER BY ref",
-            (TRACKING, ENDED))
+            "WHERE class = 'tracked' ORDER BY ref", ())
 
     def ledger_only_due(self, cutoff: str) -> list[IndexEntry]:
         """Unstamped poll-only records whose ``absent_since`` is at or before ``cutoff``
         (an unparsable pair sorts as ``""``: due), longest-absent first, then by ref."""
         return self._query(
             "SELECT ref, sections, absent_since, updated_at, last_polled_at FROM entries "
-            "WHERE sections = ? AND absent_since <= ? ORDER BY absent_since, ref",
-            (POLL, cutoff))
+            "WHERE class = 'ledger_only' AND absent_since <= ? ORDER BY absent_since, ref",
+            (cutoff,))
 
     def entry(self, ref: str) -> IndexEntry | None:
         rows = self._query(
@@ -412,16 +425,13 @@ class Ledger:
         """Counts for ``hostcore status``: records, ended, tracked, ledger-only, malformed."""
 
         def counts(db: sqlite3.Connection) -> dict[str, int]:
-            def one(sql: str, *args: int) -> int:
-                return int(db.execute(sql, args).fetchone()[0])
-
+            by_class = dict(db.execute("SELECT class, COUNT(*) FROM entries GROUP BY class"))
             return {
-                "records": one("SELECT COUNT(*) FROM entries"),
-                "ended": one("SELECT COUNT(*) FROM entries WHERE sections & ?", ENDED),
-                "tracked": one("SELECT COUNT(*) FROM entries WHERE (sections & ?) != 0 "
-                               "AND (sections & ?) = 0", TRACKING, ENDED),
-                "ledger_only": one("SELECT COUNT(*) FROM entries WHERE sections = ?", POLL),
-                "malformed": one("SELECT COUNT(*) FROM malformed"),
+                "records": sum(by_class.values()),
+                "ended": by_class.get("ended", 0),
+                "tracked": by_class.get("tracked", 0),
+                "ledger_only": by_class.get("ledger_only", 0),
+                "malformed": int(db.execute("SELECT COUNT(*) FROM malformed").fetchone()[0]),
             }
 
         return self._with_index(counts)
@@ -559,8 +569,8 @@ class Ledger:
         poll = record.poll
         last = poll.last_polled_at if poll and isinstance(poll.last_polled_at, str) else ""
         db.execute(
-            "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (slug, record.ref, record.sections, absent_since_of(poll),
+            "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (slug, record.ref, record.sections, record_class(record), absent_since_of(poll),
              poll.updated_at if poll else "", last, size, mtime_ns))
 
     def _drop_index(self) -> None:

@@ -58,7 +58,7 @@ def test_plugin_table_errors_name_the_file_table_and_key(tmp_path, toml, named):
 
 def test_a_plugin_table_that_is_not_a_table_is_reported(tmp_path):
     (tmp_path / "hostcore.toml").write_text("[plugins]\ndemo = 3\n")
-    with pytest.raises(ConfigError, match="plugins.demo"):
+    with pytest.raises(ConfigError, match=r"plugins\.demo"):
         load_config(None, tmp_path)
 
 
@@ -81,5 +81,5 @@ def test_a_plugin_reading_a_bad_table_makes_the_cli_exit_2(hostcore_cli, registe
 
 
 def test_config_given_as_a_mapping_is_validated_too(make_host):
-    with pytest.raises(ConfigError, match="run.interval_seconds"):
+    with pytest.raises(ConfigError, match=r"run\.interval_seconds"):
         make_host(config={"run": {"interval_seconds": 0}})

@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -49,7 +50,7 @@ from hostcore.ref import (
     fold,
     identity,
 )
-from hostcore.refcache import RefCache
+from hostcore.refcache import CachedRefs, RefCache
 
 if TYPE_CHECKING:
     from hostcore.host import Host
@@ -312,31 +313,34 @@ class Exporter:
         expect = Ref(**{c: getattr(observed, c) for c in GOVERNANCE if getattr(sets, c)})
         limit = max_rows if max_rows is not None else float("inf")
         rows = self.host.seam.read_rows_since_sync(None, summary.position, EXPORT_COLUMNS)
+        read = 0
+        # One push in flight while the next batch is read and built: the
+        # destination's encoding, writes and fsyncs overlap the seam's reads. Rows
+        # are built on this thread, so the pusher holds the GIL only to encode.
+        in_flight: tuple[Future[Ref], int, Ref] | None = None
         try:
-            with contextlib.closing(rows):
+            with contextlib.closing(rows), ThreadPoolExecutor(
+                    max_workers=1, thread_name_prefix="hostcore-export") as pusher:
                 while True:
-                    size = int(min(self.batch_rows, limit - summary.rows))
-                    batch = [_export_row(r) for r in itertools.islice(rows, size)] if size else []
-                    carrying = sets != Ref()
-                    if not batch and not carrying:
+                    size = int(min(self.batch_rows, limit - read))
+                    chunk = list(itertools.islice(rows, size)) if size else []
+                    read += len(chunk)
+                    if in_flight is not None:
+                        observed = self._settle(*in_flight, summary, cached, observed, progress)
+                        in_flight = None
+                    if not chunk and sets == Ref():
                         summary.done = size > 0
                         break
-                    result = self._push(ExportBatch(stream=self.stream, origin=origin,
-                                                    rows=batch, sets=sets, expect=expect))
-                    summary.rows += len(batch)
-                    summary.batches += 1
-                    summary.position = max(summary.position, result.content)
-                    if carrying:
-                        summary.carried = [c for c in GOVERNANCE if getattr(sets, c)]
-                        observed = _governance_of(result)
-                        cached.record(self.stream, observed)
-                        self.cache.save(cached)  # the governance write is recorded at once
-                        sets = expect = Ref()
-                    if progress is not None:
-                        progress(summary)
-                    if len(batch) < size:
+                    batch = ExportBatch(stream=self.stream, origin=origin, rows=_rows(chunk),
+                                        sets=sets, expect=expect)
+                    job = pusher.submit(self.destination.push, batch)
+                    in_flight = (job, len(chunk), sets)
+                    sets = expect = Ref()
+                    if len(chunk) < size:
                         summary.done = True
                         break
+                if in_flight is not None:
+                    observed = self._settle(*in_flight, summary, cached, observed, progress)
         finally:
             cached.record(self.stream, Ref(content=summary.position, **observed.governance()))
             self.cache.save(cached)
@@ -344,12 +348,25 @@ class Exporter:
                        governance=bool(summary.carried), done=summary.done)
         return summary
 
-    def _push(self, batch: ExportBatch) -> Ref:
+    def _settle(self, job: Future[Ref], rows: int, sets: Ref, summary: ExportSummary,
+                cached: CachedRefs, observed: Ref, progress: Progress | None) -> Ref:
+        """Wait for one push and account for it; returns the last-contact identities."""
         try:
-            return self.destination.push(batch)
+            result = job.result()
         except Conflict as conflict:
             self.host.emit("export.conflict", component=conflict.component)
             raise
+        summary.rows += rows
+        summary.batches += 1
+        summary.position = max(summary.position, result.content)
+        if sets != Ref():
+            summary.carried = [c for c in GOVERNANCE if getattr(sets, c)]
+            observed = _governance_of(result)
+            cached.record(self.stream, observed)
+            self.cache.save(cached)  # the governance write is recorded at once
+        if progress is not None:
+            progress(summary)
+        return observed
 
     def report(self, *, count_limit: int = STATUS_COUNT_ROWS) -> ExportReport:
         """The content and governance axes of ``hostcore status`` for this stream."""
@@ -420,7 +437,9 @@ def _governance_of(ref: Ref) -> Ref:
     return Ref(**ref.governance())
 
 
-def _export_row(row: tuple[Any, ...]) -> ExportRow:
-    position, partition, source_id, session_id, ts, directory, git_remote, payload, key = row
-    return ExportRow(position, partition, source_id, session_id, ts, directory, git_remote,
-                     msgspec.Raw(payload), key)
+def _rows(chunk: list[tuple[Any, ...]]) -> list[ExportRow]:
+    # Inlined unpacking: this runs once per exported row.
+    return [ExportRow(position, partition, source_id, session_id, ts, directory, git_remote,
+                      msgspec.Raw(payload), key)
+            for position, partition, source_id, session_id, ts, directory, git_remote, payload,
+            key in chunk]

@@ -88,7 +88,8 @@ class KeyReducer:
         self.cache_size = cache_size
         self.unrecognised = 0
 
-    def key(self, remote: str) -> str | None:
+    def key(self, remote: str, rows: int = 1) -> str | None:
+        """The key of ``remote``, which ``rows`` rows carried."""
         cache = self.cache
         try:
             found = cache[remote]
@@ -97,5 +98,5 @@ class KeyReducer:
                 cache.clear()
             found = cache[remote] = repo_key(remote) if remote else None
         if found is None and remote:
-            self.unrecognised += 1
+            self.unrecognised += rows
         return found

@@ -29,7 +29,10 @@ complete when a read returns fewer rows than it asked for.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from itertools import islice
+from operator import itemgetter
 from typing import Any, Protocol
 
 import msgspec
@@ -52,6 +55,9 @@ CAPTURE_PARTITION = "github_events"
 
 TRIGGERS = ("initial", "fingerprint", "regressed", "age", "requested")
 _COLUMNS = ("git_remote",)
+# Rows taken from the seam's stream at a time: bounds what a read holds at once.
+CHUNK_ROWS = 1024
+_remote = itemgetter(1)
 
 
 class StoreLike(Protocol):
@@ -120,6 +126,8 @@ class Sidecar:
         self.emit = emit
         self.clock = clock
         self.row_budget = row_budget
+        # Kept across ticks: a pass meets the same remotes tick after tick.
+        self._reducer = KeyReducer()
 
     # -- reading the situation (no history rows) ---------------------------------
 
@@ -216,7 +224,8 @@ class Sidecar:
         outcome = TickOutcome()
         marks: dict[str, PartitionMark] = {}
         found: set[str] = set()
-        reducer = KeyReducer()
+        reducer = self._reducer
+        reducer.unrecognised = 0
         remaining = self.row_budget
         for name in sorted(versions):
             mark = state.partitions.get(name)
@@ -252,7 +261,8 @@ class Sidecar:
         cursors = dict(record.cursors)
         seen = dict(record.versions)
         completed = set(record.completed)
-        reducer = KeyReducer()
+        reducer = self._reducer
+        reducer.unrecognised = 0
         remaining = self.row_budget
         read_total = 0
         for name in sorted(versions):
@@ -298,31 +308,30 @@ class Sidecar:
               keys: set[str]) -> tuple[int, int, bool]:
         """Stream up to ``limit`` rows after ``cursor`` into ``keys``.
 
-        Returns (rows read, last position read, whether the partition ended).
+        Rows are taken from the stream a small chunk at a time and each chunk is
+        reduced to its distinct remotes at once (consecutive rows of a session
+        share one), so the per-row work stays in C. Returns (rows read, last
+        position read, whether the partition ended).
         """
         rows = self.seam.read_rows_since_sync(partition, cursor, _COLUMNS)
         count = 0
-        # Local names: this loop runs once per history row.
-        cache = reducer.cache
-        resolve = reducer.key
-        add = keys.add
         try:
-            for position, remote in rows:
-                count += 1
-                cursor = position
-                if remote:
-                    key = cache.get(remote)
-                    if key is None:
-                        key = resolve(remote)
-                    if key is not None:
-                        add(key)
-                if count == limit:
-                    return count, cursor, False
+            while count < limit:
+                chunk = list(islice(rows, min(CHUNK_ROWS, limit - count)))
+                if not chunk:
+                    return count, cursor, True
+                count += len(chunk)
+                cursor = chunk[-1][0]
+                for remote, seen in Counter(map(_remote, chunk)).items():
+                    if remote:
+                        key = reducer.key(remote, seen)
+                        if key is not None:
+                            keys.add(key)
         finally:
             close = getattr(rows, "close", None)
             if close is not None:
                 close()  # release the read transaction when the budget stops early
-        return count, cursor, True
+        return count, cursor, False
 
 
 def _regressed(current: PartitionVersion | None, tracked: str) -> bool:

@@ -232,7 +232,8 @@ class SyncOptOut:
         return self._part
 
     def withholds(self, directory: str, source_id: str) -> bool:
-        return self._error is not None or source_id in self._current()
+        ids = self._current()
+        return self._error is not None or source_id in ids
 
     def ids(self) -> list[str]:
         """The opted-out source ids, sorted (read fresh from disk)."""

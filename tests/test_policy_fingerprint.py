@@ -1,0 +1,161 @@
+"""The export policy fingerprint changes exactly when a fingerprinting input changes."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from hostcore.markers import hookimpl
+from hostcore.policy import Policy
+from hostcore.policy_inputs import ClassList, IgnoreDotfiles, SyncOptOut
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def parts(tmp_path):
+    clock = Clock()
+    class_list = ClassList(tmp_path / "policy" / "classes.tsv")
+    opt_out = SyncOptOut(tmp_path / "policy" / "opt-out.json", ttl=30, clock=clock)
+    dotfiles = IgnoreDotfiles(ttl=30, clock=clock)
+    return class_list, opt_out, dotfiles, clock, Policy([class_list, opt_out, dotfiles])
+
+
+def test_unchanged_inputs_give_the_same_fingerprint(parts):
+    *_, policy = parts
+    assert policy.fingerprint() == policy.fingerprint()
+
+
+def test_a_class_list_change_changes_it_and_moving_back_restores_it(parts, tmp_path):
+    class_list, *_, policy = parts
+    class_list.set(str(tmp_path / "repo"), "full")
+    original = policy.fingerprint()
+    class_list.set(str(tmp_path / "repo"), "local-only")
+    moved = policy.fingerprint()
+    assert moved != original
+    class_list.set(str(tmp_path / "repo"), "full")
+    assert policy.fingerprint() == original
+
+
+def test_the_class_list_part_is_the_sha256_of_the_file_bytes(parts, tmp_path):
+    import hashlib
+
+    class_list, *_ = parts
+    class_list.set("/some/secret/path", "local-only")
+    digest = hashlib.sha256(class_list.path.read_bytes()).hexdigest()
+    assert class_list.fingerprint_part() == digest
+    assert "secret" not in class_list.fingerprint_part()
+
+
+def test_an_edit_by_another_process_is_seen_on_the_next_fingerprint(parts):
+    class_list, *_, policy = parts
+    before = policy.fingerprint()
+    class_list.path.parent.mkdir(parents=True, exist_ok=True)
+    class_list.path.write_text("local-only\t/elsewhere\n")
+    assert policy.fingerprint() != before
+
+
+def test_an_opt_out_changes_it_and_opting_back_in_restores_it(parts):
+    _, opt_out, _, _, policy = parts
+    original = policy.fingerprint()
+    opt_out.set("codex", True)
+    opted = policy.fingerprint()
+    assert opted != original
+    opt_out.set("codex", False)
+    assert policy.fingerprint() == original
+
+
+def test_the_opt_out_part_depends_on_the_set_not_the_order_written(parts):
+    _, opt_out, _, clock, _ = parts
+    opt_out.path.parent.mkdir(parents=True, exist_ok=True)
+    opt_out.path.write_text('["b", "a"]')
+    clock.now += 31
+    first = opt_out.fingerprint_part()
+    opt_out.path.write_text('[\n  "a",\n  "b"\n]\n')
+    clock.now += 31
+    assert opt_out.fingerprint_part() == first
+
+
+def test_the_opt_out_set_is_read_through_its_ttl(parts):
+    _, opt_out, _, clock, policy = parts
+    before = policy.fingerprint()
+    opt_out.path.parent.mkdir(parents=True, exist_ok=True)
+    opt_out.path.write_text('["claude-code"]')  # another process opts out
+    assert policy.fingerprint() == before     # within the TTL: the cached set
+    clock.now += 30
+    assert policy.fingerprint() != before
+
+
+def test_a_dotfile_does_not_enter_the_fingerprint(parts, tmp_path):
+    *_, policy = parts
+    before = policy.fingerprint()
+    (tmp_path / ".hostcoreignore").touch()
+    assert policy.fingerprint() == before
+
+
+def test_a_third_party_input_plugs_in_through_the_hook(make_host, tmp_path):
+    class Toggle:
+        name = "toggle"
+        state = "off"
+
+        def withholds(self, directory, source_id):
+            return self.state == "on"
+
+        def fingerprint_part(self):
+            return self.state
+
+    toggle = Toggle()
+
+    class Plugin:
+        @hookimpl
+        def hostcore_policy_inputs(self, host):
+            return toggle
+
+    host = make_host(Plugin())
+    assert [i.name for i in host.policy.inputs] == [
+        "class-list", "ignore-dotfiles", "sync-opt-out", "toggle"]
+    before = host.seam.export_policy_fingerprint()
+    toggle.state = "on"
+    assert host.seam.export_policy_fingerprint() != before
+    assert host.policy.withholds("/anywhere", "any")
+    toggle.state = "off"
+    assert host.seam.export_policy_fingerprint() == before
+
+
+def test_an_input_without_a_part_does_not_change_it(make_host):
+    class Volatile:
+        name = "volatile"
+
+        def withholds(self, directory, source_id):
+            return False
+
+        def fingerprint_part(self):
+            return None
+
+    class Plugin:
+        @hookimpl
+        def hostcore_policy_inputs(self, host):
+            return Volatile()
+
+    with_it = make_host(Plugin()).seam.export_policy_fingerprint()
+    without = make_host().seam.export_policy_fingerprint()
+    assert with_it == without
+
+
+def test_fingerprint_is_cheap_with_an_unchanged_policy(parts, tmp_path):
+    class_list, opt_out, *_, policy = parts
+    for i in range(200):
+        class_list.set(str(tmp_path / f"dir-{i}"), "local-only" if i % 2 else "full")
+    opt_out.set("codex", True)
+    policy.fingerprint()
+    started = time.perf_counter()
+    for _ in range(200):
+        policy.fingerprint()
+    assert (time.perf_counter() - started) / 200 < 0.001

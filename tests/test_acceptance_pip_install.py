@@ -14,6 +14,7 @@ import site
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -185,3 +186,29 @@ def test_strict_mode_exits_nonzero_naming_the_broken_plugin(broken_installed, tm
     assert result.returncode == 1
     assert "plugin 'acme-broken' (acme-broken 2.3.4) failed" in result.stderr
     assert "libfrobnicate" in result.stderr
+
+
+REPO = Path(__file__).resolve().parents[1]
+DISTRIBUTIONS = [".", *sorted(
+    str(p.parent.relative_to(REPO)) for p in REPO.glob("*/*/pyproject.toml")
+    if p.parent.parent.name in ("plugins", "contrib"))]
+
+
+@pytest.mark.parametrize("dist", DISTRIBUTIONS)
+def test_every_distribution_builds_a_wheel_on_its_own(dist, tmp_path):
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+         "--disable-pip-version-check", "-w", str(tmp_path), str(REPO / dist)],
+        check=True, capture_output=True, text=True, timeout=300)
+    (wheel,) = tmp_path.glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    entry_points = next((n for n in names if n.endswith(".dist-info/entry_points.txt")), None)
+    if dist == ".":
+        assert "hostcore/py.typed" in names
+        assert "hostcore/builtins/core.py" in names
+    else:
+        assert entry_points, f"{dist} declares no entry point"
+        with zipfile.ZipFile(wheel) as archive:
+            assert "[hostcore]" in archive.read(entry_points).decode()
+        assert not [n for n in names if n.startswith(("tests/", "hostcore/"))]

@@ -1,129 +1,15 @@
-"""Shared fixtures of the file custody tests: registries, dead owners, stale sessions, writers."""
+"""Shared fixtures of the file custody tests."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
-from types import SimpleNamespace
+from types import ModuleType
 
 import hostcore_file_custody.plugin as custody_plugin
-import msgspec
+import hostcore_file_custody.testing as scenarios
 import pytest
-from hostcore_file_custody import (
-    GenerationRecord,
-    Heartbeat,
-    HeartbeatRegistry,
-    HeartbeatWriter,
-    OwnerRecord,
-    PidMapEntry,
-    current_owner,
-)
-from hostcore_file_custody.audit import read_audit_records
-from hostcore_file_custody.registry import new_generation_id
-
-HOUR = 3600.0
-
-
-def dead_pid() -> int:
-    """The PID of a process that has exited and been reaped."""
-    child = subprocess.Popen([sys.executable, "-c", "pass"])
-    child.wait()
-    return child.pid
-
-
-def dead_owner(registry: HeartbeatRegistry, instance: str, pid: int | None = None) -> OwnerRecord:
-    """An owner record of this host whose process is gone (its start time cannot match)."""
-    here = current_owner()
-    return OwnerRecord(host=here.host, pid=pid or dead_pid(), start_ticks=1,
-                       lock=str(registry.lock_path(instance)))
-
-
-def age(path: Path, seconds: float = HOUR) -> None:
-    then = time.time() - seconds
-    os.utime(path, (then, then), follow_symlinks=False)
-
-
-class Planted(msgspec.Struct):
-    instance: str
-    generation_id: str
-    pid: int
-
-
-def plant_stale(registry: HeartbeatRegistry, instance: str, *, status: str = "live",
-                generation_id: str | None = None, pid: int | None = None,
-                record: bool = True) -> Planted:
-    """A session whose process died an hour ago: generation record, heartbeat, pid-map
-    entry and prompt hash, all aged past the stale window."""
-    generation_id = generation_id or new_generation_id()
-    owner = dead_owner(registry, instance, pid)
-    if record:
-        registry.write_generation(GenerationRecord(
-            instance=instance, generation_id=generation_id, status=status,  # type: ignore[arg-type]
-            epoch=1, changed_at=time.time() - HOUR))
-    registry.write_heartbeat(Heartbeat(instance=instance, generation_id=generation_id,
-                                       owner=owner, refreshed_at=time.time() - HOUR))
-    registry.write_pid_map(PidMapEntry(pid=owner.pid, instance=instance,
-                                       generation_id=generation_id))
-    registry.write_prompt_hash(instance, "prompt-digest")
-    for path in (registry.heartbeat_path(instance), registry.pid_map_path(owner.pid),
-                 registry.prompt_hash_path(instance)):
-        age(path)
-    return Planted(instance=instance, generation_id=generation_id, pid=owner.pid)
-
-
-def refresh_same_generation(registry: HeartbeatRegistry, instance: str) -> bytes:
-    """A resumed writer of this process refreshes the current generation's heartbeat
-    (under custody, reused when the caller already holds it). Returns the bytes published."""
-    record = registry.read_generation(instance)
-    assert record is not None
-
-    def mutate(current: Heartbeat | None) -> Heartbeat:
-        base = current or Heartbeat(instance=instance, generation_id=record.generation_id,
-                                    owner=current_owner())
-        return msgspec.structs.replace(base, owner=current_owner(), seq=base.seq + 1,
-                                       refreshed_at=time.time())
-
-    HeartbeatWriter(registry).publish(instance, record.generation_id, mutate)
-    return registry.heartbeat_path(instance).read_bytes()
-
-
-def replace_generation(registry: HeartbeatRegistry, instance: str) -> tuple[str, bytes]:
-    """A resumed writer of this process starts a replacement generation and publishes its
-    heartbeat. Returns the new generation id and the bytes published."""
-    with registry.with_generation_custody(instance):
-        record = registry.read_generation(instance)
-        generation_id = new_generation_id()
-        registry.write_generation(GenerationRecord(
-            instance=instance, generation_id=generation_id, status="live",
-            epoch=(record.epoch + 1) if record else 1, changed_at=time.time()))
-        registry.write_heartbeat(Heartbeat(instance=instance, generation_id=generation_id,
-                                           owner=current_owner(), refreshed_at=time.time()))
-    return generation_id, registry.heartbeat_path(instance).read_bytes()
-
-
-def observations(registry: HeartbeatRegistry) -> list[str | None]:
-    """Generation ids of every ``sweep_observed`` audit record."""
-    records, unreadable = read_audit_records(registry)
-    assert unreadable == 0
-    return [r.generation_id for r in records if r.kind == "sweep_observed"]
-
-
-def diagnostics(registry: HeartbeatRegistry) -> list[str | None]:
-    """Reasons of every ``heartbeat_sweep_unrecorded`` diagnostic."""
-    records, _ = read_audit_records(registry)
-    return [r.reason for r in records if r.kind == "heartbeat_sweep_unrecorded"]
-
-
-def private_entries(folder: Path) -> list[str]:
-    """Visible entries of a cache folder's private custody folder."""
-    private = folder / ".custody"
-    if not private.exists():
-        return []
-    return sorted(n for n in os.listdir(private) if not n.startswith("."))
+from hostcore_file_custody import HeartbeatRegistry
 
 
 @pytest.fixture
@@ -138,10 +24,6 @@ def custody_host(make_host: Callable[..., object]) -> object:
 
 
 @pytest.fixture
-def kit() -> SimpleNamespace:
-    """The helpers above, for test modules (conftest is not importable by name here)."""
-    return SimpleNamespace(
-        HOUR=HOUR, dead_pid=dead_pid, dead_owner=dead_owner, age=age, plant_stale=plant_stale,
-        refresh_same_generation=refresh_same_generation, replace_generation=replace_generation,
-        observations=observations, diagnostics=diagnostics, private_entries=private_entries,
-    )
+def kit() -> ModuleType:
+    """The scenario builders of :mod:`hostcore_file_custody.testing`."""
+    return scenarios

@@ -5,6 +5,11 @@ worker, ``hostcore poll`` and the ledger's status section."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from typing import Any
 
 import pytest
@@ -246,3 +251,22 @@ def test_poll_once_with_no_provider_says_so(hostcore_cli):
     result = hostcore_cli("poll", "--once")
     assert result.exit_code == 0
     assert "no work-item provider" in result.stderr
+
+
+def test_poll_loop_stops_on_sigterm_and_sigint(tmp_path):
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        root = tmp_path / f"root-{signum}"
+        env = {**os.environ, "HOSTCORE_ROOT": str(root), "HOSTCORE_LOAD_PLUGINS": ""}
+        proc = subprocess.Popen([sys.executable, "-m", "hostcore", "poll"], env=env,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            assert "polling from" in proc.stderr.readline()
+            assert "no work-item provider" in proc.stderr.readline()  # a cycle ran
+            time.sleep(0.2)
+            proc.send_signal(signum)
+            assert proc.wait(timeout=20) == 0
+            assert "stopped" in proc.stderr.read()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()

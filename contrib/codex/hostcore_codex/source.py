@@ -54,11 +54,11 @@ class Payload(msgspec.Struct):
 class RolloutLine(msgspec.Struct):
     timestamp: str = ""
     type: str = ""
-    payload: msgspec.Raw | None = None
+    payload: msgspec.Raw = msgspec.Raw()  # empty when absent; decoded only when needed
 
 
 _line_decoder = msgspec.json.Decoder(RolloutLine)
-_payload_decoder = msgspec.json.Decoder(Payload)
+_payload_decoder = msgspec.json.Decoder(Payload | None)
 
 
 def parse_line(source: TranscriptSource, name: str, line: Line,

@@ -40,6 +40,8 @@ Suites and the fixtures they add (defaults in brackets):
 * :class:`SourceConformance` — ``add_evidence(host)`` and ``add_malformed(host)``
   [both required].
 
+Every suite also takes ``plugin_config`` (the host configuration as a mapping)
+and ``host_env`` (the environment the hosts see, e.g. a fake tool on ``PATH``).
 Every budget is a class attribute you may override, not a hidden constant.
 """
 
@@ -139,17 +141,23 @@ class _PluginSuite:
         return {}
 
     @pytest.fixture
+    def host_env(self) -> Mapping[str, str] | None:
+        """The environment the hosts see (``host.env``); None means an empty one."""
+        return None
+
+    @pytest.fixture
     def conformance_root(self, tmp_path: Path) -> Path:
         return tmp_path / "conformance-root"
 
     @pytest.fixture
     def build_host(self, make_host: Callable[..., Any], plugin: object,
                    plugin_config: Mapping[str, Any], conformance_root: Path,
-                   ) -> Callable[..., Any]:
+                   host_env: Mapping[str, str] | None) -> Callable[..., Any]:
         """Build a host with the plugin; each call is a restart over the same root."""
 
         def build(*extra: object) -> Any:
-            return make_host(plugin, *extra, config=dict(plugin_config), root=conformance_root)
+            return make_host(plugin, *extra, config=dict(plugin_config), root=conformance_root,
+                             env=host_env)
 
         return build
 

@@ -40,15 +40,19 @@ MAX_LINE_BYTES = 1 << 20
 READ_BUDGET_BYTES = 64 << 20
 # How long a directory's resolved git remote is trusted (seconds).
 REMOTE_TTL_SECONDS = 300.0
+# Bytes at the start of a file whose digest identifies it across reads.
+HEAD_BYTES = 256
 # Chunk used to skip the rest of an oversized line.
 _SKIP_CHUNK = 1 << 16
 
 
 class FileState(msgspec.Struct, omit_defaults=True):
-    """Progress through one file: bytes consumed, its inode, a source's context."""
+    """Progress through one file: bytes consumed, its inode, a digest of its first
+    bytes (to notice a file replaced in place), and a source's context."""
 
     offset: int = 0
     inode: int = 0
+    head: str = ""
     context: dict[str, str] = msgspec.field(default_factory=dict)
 
 
@@ -147,11 +151,15 @@ class JsonlFiles:
             counts.files += 1
             try:
                 with path.open("rb") as handle:
+                    if state.head and _head_digest(handle, state.head) != state.head:
+                        # Replaced in place: start over (rows carry keys, nothing doubles).
+                        state = seen[name] = FileState(offset=0, inode=stat.st_ino)
                     for line in self._lines(handle, state.offset, budget):
                         counts.lines += 1
                         handle_line(name, line, state)
                         budget -= handle.tell() - state.offset
                         state.offset = handle.tell()
+                    state.head = _head_digest(handle, min(HEAD_BYTES, state.offset))
             except OSError:
                 counts.unreadable += 1
                 seen[name] = previous if previous is not None else state
@@ -183,6 +191,16 @@ class JsonlFiles:
                     break
             consumed += handle.tell() - start
             yield Line(start, data[:limit], oversized=True)
+
+
+def _head_digest(handle: BinaryIO, size: int | str) -> str:
+    """``"<n>:<digest>"`` of the file's first ``n`` bytes; ``size`` is ``n`` or an
+    earlier result whose ``n`` to reuse."""
+    if isinstance(size, str):
+        size = int(size.partition(":")[0] or 0)
+    handle.seek(0)
+    data = handle.read(size)
+    return f"{len(data)}:{hashlib.blake2b(data, digest_size=8).hexdigest()}"
 
 
 def jsonl_files(folder: Path, pattern: str) -> list[tuple[str, Path]]:

@@ -298,6 +298,12 @@ class WorkerConformance(_PluginSuite):
         return lambda host: None
 
     def _run(self, host: Any, worker: Any) -> WorkerResult:
+        check = getattr(worker, "availability", None)
+        reason = check() if callable(check) else None
+        require(reason is None,
+                f"worker {worker.name!r} is unavailable ({reason}), so the host would skip it "
+                "and there is nothing to check; give the suite what it needs through "
+                "`plugin_config`, `host_env` or `seed_work`.")
         try:
             with host.step_lock():
                 result = worker.run(host)

@@ -32,6 +32,7 @@ import pytest
 
 # The conformance suites (see hostcore.conformance), importable from here for authors.
 from hostcore.conformance import (  # noqa: F401
+    DestinationConformance,
     PolicyInputConformance,
     ProviderConformance,
     SourceConformance,

@@ -273,7 +273,7 @@ from hostcore.types import WorkerResult
 from hostcore.workitems import (
     Closure, Listing, ProviderError, ScopeListing, WorkItem, WorkItemRef)
 from hostcore.testing import (
-    PolicyInputConformance, ProviderConformance, SourceConformance,
+    DestinationConformance, PolicyInputConformance, ProviderConformance, SourceConformance,
     TelemetrySinkConformance, WorkerConformance)
 """
 
@@ -669,3 +669,49 @@ def test_a_source_that_raises_on_malformed_input_is_told_to_skip_it(run_kit):
     result.assert_outcomes(passed=4, failed=1)
     says(result, "source 'lines': read(", "raised; the host would skip this source every tick",
          "Skip (and count) what you cannot read instead.", "JSONDecodeError")
+
+
+def test_a_destination_that_appends_a_rerun_again_fails_the_exactly_once_check(run_kit):
+    result = run_kit("""
+        from hostcore.export import apply_governance
+        from hostcore.ref import Ref
+
+        class Naive:
+            name = "naive"
+            def __init__(self, folder):
+                self.folder = folder
+            def _file(self, stream, origin):
+                return self.folder / f"{stream}-{origin}.json"
+            def held(self, stream, origin):
+                path = self._file(stream, origin)
+                return json.loads(path.read_text()) if path.exists() else {"rows": [], "gov": {}}
+            def published(self, stream, origin):
+                state = self.held(stream, origin)
+                return Ref(content=max(state["rows"], default=0), **state["gov"])
+            def push(self, batch):
+                state = self.held(batch.stream, batch.origin)
+                governed = apply_governance(Ref(**state["gov"]), batch)
+                state["gov"] = governed.governance()
+                state["rows"] += [row.position for row in batch.rows]  # never drops a rerun
+                self._file(batch.stream, batch.origin).write_text(json.dumps(state))
+                return Ref(content=max(state["rows"], default=0), **state["gov"])
+
+        class Plugin:
+            @hookimpl
+            def hostcore_destinations(self, host):
+                return Naive(host.state_dir("naive"))
+
+        class TestNaive(DestinationConformance):
+            @pytest.fixture
+            def plugin(self):
+                return Plugin()
+            @pytest.fixture
+            def held_positions(self):
+                def read(host, stream, origin):
+                    return Naive(host.state_dir("naive")).held(stream, origin)["rows"]
+                return read
+    """)
+    result.assert_outcomes(passed=4, failed=1)
+    says(result, "destination 'naive': it holds positions [1, 2, 3, 4, 5, 3, 4, 5, 6, 7, 8] "
+                 "after pushes of 1..5 and 3..8; rows at or below its position must be "
+                 "dropped")

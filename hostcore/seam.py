@@ -43,6 +43,13 @@ COLUMNS: dict[str, str] = {
     "key": "r.key",
 }
 
+# Column name -> SQL expression over tuples t and scopes s, for read_tuples_since.
+TUPLE_COLUMNS: dict[str, str] = {
+    "directory": "s.directory",
+    "source_id": "s.source_id",
+    "git_remote": "t.git_remote",
+}
+
 
 class SeamError(HostcoreError, ValueError):
     """A read asked for something the seam does not offer (an unknown column)."""
@@ -89,6 +96,26 @@ class ExportSeam:
                              columns: Sequence[str]) -> Iterator[tuple]:
         """The synchronous twin of :meth:`read_rows_since` (same rows, same order)."""
         chunks = self._chunks(partition, cursor, columns)
+        return (row for chunk in chunks for row in chunk)
+
+    def read_tuples_since_sync(self, partition: str | None, cursor: int,
+                               columns: Sequence[str]) -> Iterator[tuple]:
+        """Yield ``(tuple_id, *columns)`` for each distinct (directory, source,
+        git_remote) of ``partition``'s rows whose id is after ``cursor``, in id
+        order, keeping back every tuple whose rows the policy withholds (the same
+        per-scope verdicts :meth:`read_rows_since` applies). Columns: ``directory``,
+        ``source_id``, ``git_remote``.
+
+        The store keeps these tuples, with their row counts, as rows are appended
+        and purged, so the work is proportional to distinct tuples, not rows. A
+        tuple's id is assigned when it first appears: rows appended later under a
+        known tuple do not bring it back. A consumer that must see every row's
+        value notes :meth:`Store.head_position` before it starts and reads the
+        rows after that position afterwards.
+        """
+        sql = _select_tuples(partition, columns)
+        _check_cursor(cursor)
+        chunks = self._run(sql, partition, cursor)
         return (row for chunk in chunks for row in chunk)
 
     def _chunks(self, partition: str | None, cursor: int,
@@ -138,6 +165,23 @@ def _permitted_flags(scopes: list[tuple[int, str, str]], policy: Policy) -> byte
     for scope in policy.withheld(scopes):
         flags[scope] = 0
     return bytes(flags)
+
+
+def _select_tuples(partition: str | None, columns: Sequence[str]) -> str:
+    if isinstance(columns, str):
+        raise SeamError(f"columns {columns!r}: expected a sequence of column names, "
+                        "not one string")
+    unknown = [c for c in columns if c not in TUPLE_COLUMNS]
+    if unknown:
+        raise SeamError(f"unknown tuple column(s) {', '.join(map(repr, unknown))}; "
+                        f"tuples offer {', '.join(TUPLE_COLUMNS)}")
+    exprs = [TUPLE_COLUMNS[c] for c in columns]
+    joins = " JOIN scopes s ON s.id = t.scope" if any(e.startswith("s.") for e in exprs) else ""
+    where = "t.id > ? AND substr(?, t.scope + 1, 1) = x'01'"
+    if partition is not None:
+        where += " AND t.part = (SELECT id FROM partitions WHERE name = ?)"
+    select = ", ".join(["t.id", *exprs])
+    return f"SELECT {select} FROM tuples t{joins} WHERE {where} ORDER BY t.id"
 
 
 def _check_cursor(cursor: int) -> None:

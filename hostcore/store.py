@@ -17,6 +17,7 @@ Layout (see ``docs/evidence.md``)::
     partitions(id, name, epoch, row_count)
     scopes(id, directory, source_id)       distinct (directory, source) pairs
     evidence(position, part, scope, session_id, ts, git_remote, payload, key)
+    tuples(id, part, scope, git_remote, rows)   distinct (partition, scope, remote), counted
     source_cursors(source, cursor)
 """
 
@@ -69,10 +70,21 @@ CREATE INDEX IF NOT EXISTS evidence_part ON evidence (part);
 CREATE INDEX IF NOT EXISTS evidence_scope ON evidence (scope);
 CREATE UNIQUE INDEX IF NOT EXISTS evidence_key ON evidence (part, key) WHERE key IS NOT NULL;
 CREATE TABLE IF NOT EXISTS source_cursors (source TEXT PRIMARY KEY, cursor TEXT);
+CREATE TABLE IF NOT EXISTS tuples (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    part INTEGER NOT NULL,
+    scope INTEGER NOT NULL,
+    git_remote TEXT NOT NULL,
+    rows INTEGER NOT NULL,
+    UNIQUE (part, scope, git_remote)
+);
 """
 
 _INSERT = ("INSERT INTO evidence (part, scope, session_id, ts, git_remote, payload, key) "
            "VALUES (?, ?, ?, ?, ?, ?, ?)")
+# A tuple seen for the first time gets the next id; a known one counts the new rows.
+_COUNT_TUPLE = ("INSERT INTO tuples (part, scope, git_remote, rows) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (part, scope, git_remote) DO UPDATE SET rows = rows + excluded.rows")
 _INSERT_KEYED = ("INSERT INTO evidence (part, scope, session_id, ts, git_remote, payload, key) "
                  "SELECT ?, ?, ?, ?, ?, ?, ? WHERE NOT EXISTS "
                  "(SELECT 1 FROM evidence WHERE part = ? AND key = ?)")
@@ -185,6 +197,12 @@ class Store:
             if schema > SCHEMA_VERSION:
                 raise StoreError(f"{self.path}: store schema {schema} is newer than this "
                                  f"hostcore understands ({SCHEMA_VERSION}); upgrade hostcore")
+            if "tuples" not in values:
+                # A store written before the tuple summary existed: derive it once.
+                db.execute("INSERT INTO tuples (part, scope, git_remote, rows) SELECT part, "
+                           "scope, git_remote, COUNT(*) FROM evidence "
+                           "GROUP BY part, scope, git_remote ORDER BY MIN(position)")
+                db.execute("INSERT INTO meta (key, value) VALUES ('tuples', '1')")
             instance = values.get("instance_id") or uuid.uuid4().hex
             db.executemany("INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)",
                            [("instance_id", instance), ("schema", str(SCHEMA_VERSION)),
@@ -218,12 +236,13 @@ class Store:
         transaction. A row whose ``(partition, key)`` is already stored is skipped.
         Returns how many rows were inserted."""
         inserted: dict[int, int] = {}
+        tuples: dict[tuple[int, int, str], int] = {}
         with self._transaction() as db:
             for index, row in enumerate(rows):
                 _check_row(index, row)
                 part = self._partition_id(db, row.partition)
-                values = (part, self._scope_id(db, row.directory, row.source_id), row.session_id,
-                          canonical_ts(row.ts), row.git_remote,
+                scope = self._scope_id(db, row.directory, row.source_id)
+                values = (part, scope, row.session_id, canonical_ts(row.ts), row.git_remote,
                           _payload_encoder.encode(row.payload).decode(), row.key)
                 # A keyed row is checked before inserting: a refused INSERT would still
                 # use up a position.
@@ -232,8 +251,11 @@ class Store:
                 elif not db.execute(_INSERT_KEYED, (*values, part, row.key)).rowcount:
                     continue
                 inserted[part] = inserted.get(part, 0) + 1
+                found = (part, scope, row.git_remote)
+                tuples[found] = tuples.get(found, 0) + 1
             db.executemany("UPDATE partitions SET row_count = row_count + ? WHERE id = ?",
                            [(count, part) for part, count in inserted.items()])
+            db.executemany(_COUNT_TUPLE, [(*found, n) for found, n in tuples.items()])
             if source is not None:
                 db.execute("INSERT INTO source_cursors (source, cursor) VALUES (?, ?) "
                            "ON CONFLICT (source) DO UPDATE SET cursor = excluded.cursor",
@@ -279,7 +301,13 @@ class Store:
             if deleted and not dry_run:
                 scopes = [r[0] for r in db.execute(
                     f"SELECT DISTINCT scope FROM evidence WHERE {where}", params)]
+                gone = db.execute(f"SELECT COUNT(*), part, scope, git_remote FROM evidence "
+                                  f"WHERE {where} GROUP BY part, scope, git_remote",
+                                  params).fetchall()
                 db.execute(f"DELETE FROM evidence WHERE {where}", params)
+                db.executemany("UPDATE tuples SET rows = rows - ? WHERE part = ? AND scope = ? "
+                               "AND git_remote = ?", gone)
+                db.execute("DELETE FROM tuples WHERE rows <= 0")
                 for part in deleted:
                     db.execute("UPDATE partitions SET epoch = ?, row_count = (SELECT COUNT(*) "
                                "FROM evidence WHERE part = ?) WHERE id = ?",
@@ -300,6 +328,7 @@ class Store:
             if found is None:
                 return
             db.execute("DELETE FROM evidence WHERE part = ?", found)
+            db.execute("DELETE FROM tuples WHERE part = ?", found)
             db.execute("DELETE FROM partitions WHERE id = ?", found)
             db.execute("DELETE FROM scopes WHERE NOT EXISTS "
                        "(SELECT 1 FROM evidence WHERE scope = scopes.id)")

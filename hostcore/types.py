@@ -102,7 +102,9 @@ class Destination(Protocol):
     ``hostcore.export.apply_governance`` (which raises ``hostcore.ref.Conflict``
     before anything is written), appends the rows past its position (dropping
     any at or below it, so a rerun never duplicates), makes them durable, and
-    returns the ``hostcore.ref.Ref`` it now publishes.
+    returns the ``hostcore.ref.Ref`` it now publishes. The exporter calls
+    ``push`` from one worker thread, one call at a time, while it reads the next
+    batch.
 
     ``published(stream, origin)`` returns that ref without writing: ``content``
     is the last position durably held from the store ``origin`` (``0`` when

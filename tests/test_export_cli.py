@@ -120,3 +120,12 @@ def test_the_worker_exports_on_each_tick(hostcore_cli, root, tmp_path):
     steps = {s["name"]: s for s in json.loads(result.stdout)["steps"]}
     assert steps["export"]["counts"] == {"rows": 5, "batches": 1}
     assert steps["export"]["pending"] is False
+
+
+def test_a_destination_that_refuses_exits_1_naming_the_file(hostcore_cli, root, tmp_path):
+    assert hostcore_cli("export").exit_code == 0
+    (tmp_path / "outbox" / "main" / "ref.json").write_bytes(b"\x00garbage")
+    result = hostcore_cli("export")
+    assert result.exit_code == 1
+    assert "ref.json: not a published ref" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -285,3 +285,17 @@ def test_rows_keep_their_payload_verbatim(host, outbox):
     assert row["payload"] == {"text": "é\n\"quoted\"", "nested": {"a": [1, 2]}}
     assert row["key"] == "k1"
     assert msgspec.json.decode(published_file(outbox).read_bytes(), type=Ref).content == 0
+
+
+def test_local_ref_is_the_last_permitted_position_and_the_identities_in_force(host):
+    from hostcore.export import local_ref
+
+    assert local_ref(host).content == 0
+    add_rows(host, 4, directory="/work/a")
+    add_rows(host, 2, directory="/work/secret")
+    host.policy.input("class-list").set("/work/secret", "local-only")
+    ref = local_ref(host)
+    assert ref.content == 4  # the withheld rows at 5 and 6 are not in the feed
+    assert ref.context == host.seam.export_policy_fingerprint()
+    assert (ref.terms, ref.decisions) == (terms_identity(host), decisions_identity(host))
+    assert local_ref(host, after=4).content == 4

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from hostcore.errors import ConfigError
+from hostcore.errors import ConfigError, HostcoreError
 from hostcore.export import RUN_ROWS, Exporter, select_destination
 from hostcore.markers import hookimpl
 from hostcore.ref import GOVERNANCE
@@ -112,8 +112,8 @@ def hostcore_commands(cli: click.Group) -> None:
 
         Resumes from the destination's own position: after an interruption, run it
         again. Rows already pushed are never withdrawn by a later policy change.
-        Exit 1 on a governance conflict (the message says what moved), 2 when no
-        destination is available.
+        Exit 1 on a governance conflict (the message says what moved) or when the
+        destination refuses the push, 2 when no destination is available.
 
         Keys of --json: destination, stream, rows, batches, position, carried,
         done, positions_dropped.
@@ -129,11 +129,12 @@ def hostcore_commands(cli: click.Group) -> None:
             try:
                 summary = Exporter(host, destination).run(
                     max_rows=max_rows, adopt=adopt, progress=show if interactive else None)
-            except Conflict as conflict:
+            except HostcoreError as exc:  # a Conflict, or a destination that will not guess
                 if interactive:
                     click.echo(err=True)
-                click.echo(f"hostcore export: {conflict}", err=True)
-                click.echo(CONFLICT_HINT, err=True)
+                click.echo(f"hostcore export: {exc}", err=True)
+                if isinstance(exc, Conflict):
+                    click.echo(CONFLICT_HINT, err=True)
                 raise SystemExit(1) from None
         if as_json:
             emit_json(summary)

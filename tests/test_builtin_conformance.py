@@ -1,0 +1,44 @@
+"""hostcore's own ingest step passes the worker conformance suite it imposes on plugins."""
+
+from __future__ import annotations
+
+import pytest
+
+import hostcore.builtins.evidence as evidence_builtin
+from hostcore.markers import hookimpl
+from hostcore.store import EvidenceRow, SourceBatch
+from hostcore.testing import WorkerConformance
+
+
+class Backlog:
+    """A source with more rows than one read returns (two per read)."""
+
+    name = "backlog"
+
+    def __init__(self, total: int = 9) -> None:
+        self.total = total
+
+    def read(self, cursor):
+        start = int(cursor or 0)
+        end = min(start + 2, self.total)
+        rows = [EvidenceRow(partition="backlog", source_id="backlog", key=str(n),
+                            payload={"n": n}) for n in range(start, end)]
+        return SourceBatch(rows=rows, cursor=str(end), more=end < self.total)
+
+
+class BacklogPlugin:
+    @hookimpl
+    def hostcore_sources(self, host):
+        return Backlog()
+
+
+class TestIngestStepConformance(WorkerConformance):
+    """The ingest worker: pending while a source has more, resumable from cursors."""
+
+    @pytest.fixture
+    def plugin(self):
+        return evidence_builtin
+
+    @pytest.fixture
+    def build_host(self, make_host, conformance_root):
+        return lambda *extra: make_host(BacklogPlugin(), *extra, root=conformance_root)

@@ -372,7 +372,9 @@ class Exporter:
         """The content and governance axes of ``hostcore status`` for this stream."""
         observed = self.cache.load_observed().ref(self.stream)
         hooked = self.host.hook.hostcore_published_ref(stream=self.stream, host=self.host)
-        published = hooked if isinstance(hooked, Ref) else Ref()
+        # A destination whose plugin does not implement the hook is asked directly.
+        published = hooked if isinstance(hooked, Ref) else self.destination.published(
+            self.stream, self.host.store.instance_id)
         behind, last = pending_rows(self.host, published.content, count_limit=count_limit)
         local = msgspec.structs.replace(local_governance(self.host), content=last)
         return ExportReport(

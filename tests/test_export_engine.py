@@ -299,3 +299,20 @@ def test_local_ref_is_the_last_permitted_position_and_the_identities_in_force(ho
     assert ref.context == host.seam.export_policy_fingerprint()
     assert (ref.terms, ref.decisions) == (terms_identity(host), decisions_identity(host))
     assert local_ref(host, after=4).content == 4
+
+
+def test_report_asks_the_destination_when_no_plugin_publishes_a_ref(make_host, outbox):
+    from hostcore_directory_destination.destination import DirectoryDestination
+
+    class BareDestinationPlugin:  # registers a destination, implements no published-ref hook
+        @hookimpl
+        def hostcore_destinations(self):
+            return DirectoryDestination(outbox)
+
+    host = make_host(BareDestinationPlugin())
+    add_rows(host, 3)
+    exporter(host).run()
+    add_rows(host, 2)
+    report = exporter(host).report()
+    assert (report.position, report.rows_behind) == (3, 2)
+    assert report.governance.current() and report.governance.context.status is Status.CURRENT

@@ -12,8 +12,8 @@ ended or replaced generation, a failed write), the sweep leaves a
 ``heartbeat_sweep_unrecorded`` diagnostic instead with
 :func:`record_sweep_unrecorded`.
 
-Records are files under ``audit/`` (written durably); telemetry carries only
-counts, booleans and the reason enum.
+Records are lists in files under ``audit/`` (see :class:`AuditJournal`);
+telemetry carries only counts, booleans and the reason enum.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
@@ -38,6 +39,8 @@ UNRECORDED_REASONS: tuple[str, ...] = ("unwitnessed", "missing", "terminal", "ar
                                        "stale", "write-failed")
 
 Emit = Callable[..., Any]
+# Records per audit file; a full file is fsynced before the next one starts.
+AUDIT_RECORDS_PER_FILE = 64
 
 
 class AuditRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -80,9 +83,49 @@ def _authority(registry: HeartbeatRegistry, instance: str,
     return None, record.epoch
 
 
-def _write_record(registry: HeartbeatRegistry, record: AuditRecord) -> None:
-    name = f"{time.time_ns():020d}-{secrets.token_hex(4)}.json"
-    atomic_write(registry.audit_dir / name, encode_json(record))
+class AuditJournal:
+    """Audit records written as one file per batch (``audit/<time>-<token>.json``, a list).
+
+    Each :meth:`append` rewrites the batch file atomically before returning, so the
+    record is persisted (every reader and every later process sees it) before the
+    sweep acts on it; that is the failure this protocol covers. Power-cut
+    durability comes in batches: a batch is fsynced when it reaches
+    ``records_per_file`` and when :meth:`seal` is called at the end of a sweep,
+    instead of two fsyncs per record.
+    """
+
+    def __init__(self, registry: HeartbeatRegistry, *,
+                 records_per_file: int = AUDIT_RECORDS_PER_FILE) -> None:
+        self.registry = registry
+        self.records_per_file = records_per_file
+        self._records: list[AuditRecord] = []
+        self._path: Path | None = None
+
+    def append(self, record: AuditRecord) -> None:
+        """Persist ``record`` with its batch; raises ``OSError`` (nothing half-written)."""
+        if self._path is None or len(self._records) >= self.records_per_file:
+            self.seal()
+            self._records = []
+            self._path = self.registry.audit_dir / (
+                f"{time.time_ns():020d}-{secrets.token_hex(4)}.json")
+        batch = [*self._records, record]
+        atomic_write(self._path, encode_json(batch), durable=False)
+        self._records = batch
+
+    def seal(self) -> None:
+        """Make the current batch durable (fsync). Idempotent."""
+        if self._path is not None and self._records:
+            atomic_write(self._path, encode_json(self._records))
+
+
+def _persist(registry: HeartbeatRegistry, record: AuditRecord,
+             journal: AuditJournal | None) -> None:
+    if journal is not None:
+        journal.append(record)
+        return
+    own = AuditJournal(registry)
+    own.append(record)
+    own.seal()
 
 
 def record_live_sweep_observation(
@@ -93,13 +136,15 @@ def record_live_sweep_observation(
     expected_generation_id: str | None,
     emit: Emit | None = None,
     hooks: SweepHooks = NO_HOOKS,
+    journal: AuditJournal | None = None,
 ) -> AuditOutcome:
     """Record that a sweep observed ``instance``'s heartbeat stale, for the witnessed generation.
 
     ``expected_generation_id`` must be captured from the observed state; ``None``
     means no usable witness and is never upgraded to a generation found later.
     Nothing is written unless that generation is the live current one before
-    custody, after acquiring it, and immediately before the write.
+    custody, after acquiring it, and immediately before the write. ``journal``
+    batches the record with a sweep's others; without one it is written durably alone.
     """
     reason, _ = _authority(registry, instance, expected_generation_id)
     if reason is not None:
@@ -113,10 +158,10 @@ def record_live_sweep_observation(
         if reason is not None or final_epoch != epoch:
             return AuditOutcome(recorded=False, reason=reason or "stale")
         try:
-            _write_record(registry, AuditRecord(
+            _persist(registry, AuditRecord(
                 kind="sweep_observed", instance=instance,
                 generation_id=expected_generation_id, observed=observed,
-                recorded_at=time.time(), epoch=epoch))
+                recorded_at=time.time(), epoch=epoch), journal)
         except OSError:
             return AuditOutcome(recorded=False, reason="write-failed")
     if emit is not None:
@@ -132,16 +177,17 @@ def record_sweep_unrecorded(
     observed: FileRevision,
     generation_id: str | None,
     emit: Emit | None = None,
+    journal: AuditJournal | None = None,
 ) -> bool:
     """Leave a ``heartbeat_sweep_unrecorded`` diagnostic; returns whether it was persisted.
 
     It reopens nothing: the generation's status is not touched.
     """
     try:
-        _write_record(registry, AuditRecord(
+        _persist(registry, AuditRecord(
             kind="heartbeat_sweep_unrecorded", instance=instance,
             generation_id=generation_id if is_generation_id(generation_id) else None,
-            observed=observed, recorded_at=time.time(), reason=reason))
+            observed=observed, recorded_at=time.time(), reason=reason), journal)
         persisted = True
     except OSError:
         persisted = False
@@ -161,7 +207,7 @@ def read_audit_records(registry: HeartbeatRegistry) -> tuple[list[AuditRecord], 
     unreadable = 0
     for path in paths:
         try:
-            records.append(decode_json(path.read_bytes(), AuditRecord, what=str(path)))
+            records += decode_json(path.read_bytes(), list[AuditRecord], what=str(path))
         except (OSError, RecordError):
             unreadable += 1
     return records, unreadable

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import tenacity
+
 from hostcore_file_custody.errors import CustodyRefused
 from hostcore_file_custody.locks import LOCK_RETRY_PAUSE_SECONDS, LOCKS, lock_exclusive
 
@@ -173,7 +174,16 @@ class LifetimeCustody:
 
     @contextlib.contextmanager
     def closing(self) -> Iterator[None]:
-        """Hold the session's custody one last time, then release it for good."""
+        """Hold the session's custody one last time, then release it for good.
+
+        Closing from inside the session's own custody (same thread) reuses it.
+        """
+        if self._held.owner_thread == threading.get_ident():
+            try:
+                yield
+            finally:
+                self.release()
+            return
         LOCKS.add()
         if not self._held.mutex.acquire(timeout=SESSION_MUTEX_WAIT_SECONDS):
             raise CustodyRefused(f"{self.lock_path}: another thread kept the session's custody",

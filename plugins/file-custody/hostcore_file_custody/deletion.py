@@ -36,6 +36,9 @@ from pathlib import Path
 from typing import Literal
 
 import msgspec
+
+from hostcore.atomic import atomic_write
+from hostcore.records import encode_json
 from hostcore_file_custody.errors import CustodyRefused, UnsafePathError, UnstableRevisionError
 from hostcore_file_custody.locks import lock_exclusive
 from hostcore_file_custody.owner import Liveness, OwnerRecord, current_owner, owner_liveness
@@ -48,9 +51,6 @@ from hostcore_file_custody.revision import (
     open_dir,
     safe_name,
 )
-
-from hostcore.atomic import atomic_write
-from hostcore.records import encode_json
 
 PRIVATE_DIR_MODE = 0o700
 MANIFEST_SUFFIX = ".json"

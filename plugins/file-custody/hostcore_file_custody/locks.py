@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Literal
 
 import tenacity
+
 from hostcore_file_custody.errors import CustodyRefused
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)

@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 
 import msgspec
+
 from hostcore_file_custody.locks import probe_lock
 
 _PROC = Path("/proc")

@@ -29,13 +29,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
-from hostcore_file_custody.custody import Custody, LifetimeCustody, hold_custody
-from hostcore_file_custody.errors import CustodyError, WitnessError
-from hostcore_file_custody.owner import OwnerRecord, current_owner
 
 from hostcore.atomic import atomic_write, ensure_dir
 from hostcore.errors import RecordError
 from hostcore.records import decode_json, encode_json
+from hostcore_file_custody.custody import Custody, LifetimeCustody, hold_custody
+from hostcore_file_custody.errors import CustodyError, CustodyRefused, WitnessError
+from hostcore_file_custody.owner import OwnerRecord, current_owner
 
 # How long a session start waits for a sweep's brief custody of its instance.
 START_WAIT_SECONDS = 2.0
@@ -250,6 +250,9 @@ class Session:
         return f"Session({self.instance!r}, {self.generation_id!r})"
 
     def custody(self) -> contextlib.AbstractContextManager[Custody]:
+        """The instance's custody, reusing the session's lock; refused once closed."""
+        if self.closed:
+            raise CustodyRefused(f"{self.instance}: the session has ended", "closed")
         return self.registry.with_generation_custody(self.instance)
 
     def refresh(self, payload: dict[str, Any] | None = None) -> Heartbeat:

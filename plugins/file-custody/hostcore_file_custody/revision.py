@@ -19,6 +19,7 @@ import stat
 from pathlib import Path
 
 import msgspec
+
 from hostcore_file_custody.errors import UnsafePathError, UnstableRevisionError
 
 # The hidden folder, beside the files it guards, that holds manifests and pinned files.

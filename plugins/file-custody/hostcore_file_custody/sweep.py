@@ -36,6 +36,7 @@ import msgspec
 
 from hostcore.errors import RecordError
 from hostcore_file_custody.audit import (
+    AuditJournal,
     record_live_sweep_observation,
     record_sweep_unrecorded,
 )
@@ -153,6 +154,7 @@ class StaleSweep:
         self.clock = clock
         self.report = SweepReport()
         self.pending: dict[str, PendingCustody] = {}
+        self.journal = AuditJournal(registry)
         self.now = 0.0
 
     def run(self) -> SweepReport:
@@ -166,8 +168,11 @@ class StaleSweep:
             # Dependents hang on heartbeat identities: with one unknown, touch nothing.
             self.report.protected_folders += 1
         else:
-            self._sweep_heartbeats(snapshot)
-            self._sweep_orphans(snapshot)
+            try:
+                self._sweep_heartbeats(snapshot)
+                self._sweep_orphans(snapshot)
+            finally:
+                self.journal.seal()
         self.report.lock_acquisitions = LOCKS.acquisitions - locks_before
         self.report.duration_ms = int((time.monotonic() - started) * 1000)
         if self.emit is not None:
@@ -267,14 +272,14 @@ class StaleSweep:
             self.hooks.call("before_audit", instance)
             outcome = record_live_sweep_observation(
                 self.registry, instance, observed=pinned, expected_generation_id=witness,
-                emit=self.emit, hooks=self.hooks)
+                emit=self.emit, hooks=self.hooks, journal=self.journal)
             if outcome.recorded:
                 self.report.observations += 1
                 return True
             assert outcome.reason is not None
             persisted = record_sweep_unrecorded(
                 self.registry, instance, reason=outcome.reason, observed=pinned,
-                generation_id=witness, emit=self.emit)
+                generation_id=witness, emit=self.emit, journal=self.journal)
             self.report.diagnostics += persisted
             return persisted  # neither audit nor diagnostic: keep the cache
 

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from hostcore.errors import RecordError
 from hostcore_file_custody.errors import WitnessError
 from hostcore_file_custody.registry import Heartbeat, HeartbeatRegistry
-
-from hostcore.errors import RecordError
 
 
 def check_witness(registry: HeartbeatRegistry, instance: str,

@@ -268,3 +268,15 @@ def test_pid_map_healing_republishes_a_lost_entry(registry):
         assert session.heal_pid_map() is True
         assert registry.read_pid_map(os.getpid()).instance == "alpha"
         assert session.heal_pid_map() is False
+
+
+def test_a_session_can_close_from_inside_its_own_custody(registry):
+    session = registry.start_session("alpha")
+    with session.custody():
+        session.close()
+    assert session.closed and not registry.heartbeat_path("alpha").exists()
+    with pytest.raises(CustodyRefused) as refused:
+        session.refresh()
+    assert refused.value.reason == "closed"
+    with registry.start_session("alpha") as again:
+        assert again.generation_id != session.generation_id

@@ -6,13 +6,13 @@ import json
 import os
 from pathlib import Path
 
-import pytest
-
 import hostcore_file_custody.plugin as custody_plugin
-from hostcore.atomic import atomic_write
-from hostcore.errors import ConfigError
+import pytest
 from hostcore_file_custody import HeartbeatRegistry, capture_file_revision, delete_file_if_unchanged
 from hostcore_file_custody.events import EVENTS
+
+from hostcore.atomic import atomic_write
+from hostcore.errors import ConfigError
 
 DOCS = Path(__file__).resolve().parents[3] / "docs"
 

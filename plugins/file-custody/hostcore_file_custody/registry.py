@@ -267,14 +267,17 @@ class Session:
                 base, owner=self.owner, seq=base.seq + 1, refreshed_at=time.time(),
                 payload=base.payload if payload is None else payload)
 
-        return HeartbeatWriter(self.registry).publish(self.instance, self.generation_id, mutate)
+        with self.custody():
+            return HeartbeatWriter(self.registry).publish(self.instance, self.generation_id,
+                                                          mutate)
 
     def publish_projection(self, project: Callable[[Heartbeat | None], Heartbeat]) -> Heartbeat:
         """Publish what ``project`` makes of the current heartbeat (live-coordination writer)."""
         from hostcore_file_custody.writers import LiveCoordinationWriter
 
-        return LiveCoordinationWriter(self.registry).publish(
-            self.instance, self.generation_id, project)
+        with self.custody():
+            return LiveCoordinationWriter(self.registry).publish(
+                self.instance, self.generation_id, project)
 
     def replace_generation(self) -> str:
         """Start a new generation of this instance; the old one is replaced."""

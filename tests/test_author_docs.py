@@ -51,5 +51,6 @@ def test_every_python_block_compiles(page):
 @pytest.mark.parametrize("page", OWN_PAGES)
 def test_every_relative_link_resolves(page):
     text = (DOCS / page).read_text()
-    for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", text):
-        assert (DOCS / target).resolve().exists(), f"{page} links to missing {target}"
+    targets = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", text)
+    missing = sorted({t for t in targets if not (DOCS / t).resolve().exists()})
+    assert not missing, f"{page} links to missing {missing}"

@@ -360,11 +360,12 @@ class Ledger:
         """Apply ``change`` to the record of ``ref`` (a new empty one if absent) and
         write the result, unless ``change`` returns ``None`` (nothing to write).
         A malformed record raises :class:`RecordError` and is left as it is."""
-        record = self.read(ref) or PortableRecord(ref=ref)
-        changed = change(record)
-        if changed is not None:
-            self.write(changed)
-        return changed
+        with self._locked():  # read, change and write as one step across processes
+            record = self.read(ref) or PortableRecord(ref=ref)
+            changed = change(record)
+            if changed is not None:
+                self.write(changed)
+            return changed
 
     def iter_records(self) -> Iterator[tuple[str, PortableRecord]]:
         """Every well-formed record as ``(ref, record)``, in file-name order.

@@ -178,7 +178,10 @@ class Poller:
             listing = self._list(provider, summary)
             if listing is not None:
                 for item in listing.items:
-                    self._note_listed(provider, item, now, summary)
+                    try:
+                        self._note_listed(provider, item, now, summary)
+                    except RecordError as exc:  # malformed since read: left as it is
+                        summary.errors.append(str(exc))
                 if listing.reconcilable:
                     self._reconcile(provider, listing, moment, summary)
         summary.duration_ms = int((time.monotonic() - started) * 1000)
@@ -272,9 +275,11 @@ class Poller:
         summary.new += "opened" in kinds and not failures
         summary.changed += "changed" in kinds and not failures
         summary.commented += "commented" in kinds and not failures
-        # A listing of the item as open is fresh proof that it is open: an old
-        # stamp from an earlier closure no longer holds.
-        self.ledger.write(msgspec.structs.replace(record, poll=new_poll, ended=None))
+        # Re-read under the ledger lock: a receiver may have written the record (a
+        # session, say) while the events were delivered. A listing of the item as
+        # open is fresh proof that it is open: an old closure stamp no longer holds.
+        self.ledger.update(ref, lambda current: msgspec.structs.replace(
+            current, poll=new_poll, ended=None))
 
     def _quiet(self, entry: IndexEntry, item: WorkItem, now: str) -> bool:
         """True when the index shows the item unchanged and recently seen, so
@@ -312,7 +317,10 @@ class Poller:
             if ref in open_refs or not self._askable(provider, ref, degraded):
                 continue
             summary.tracked_checks += 1
-            self._ask_closure(provider, ref, "tracked", now, degraded, summary)
+            try:
+                self._ask_closure(provider, ref, "tracked", now, degraded, summary)
+            except RecordError as exc:
+                summary.errors.append(str(exc))
         window = timedelta(seconds=self.recheck_every_cycles * self.interval())
         cutoff = format_utc(moment - window)
         asked = 0
@@ -326,8 +334,11 @@ class Poller:
                 continue
             asked += 1
             summary.ledger_checks += 1
-            if not self._ask_closure(provider, ref, "ledger_only", now, degraded, summary):
-                self.state.note_closure_check(ref, now)
+            try:
+                if not self._ask_closure(provider, ref, "ledger_only", now, degraded, summary):
+                    self.state.note_closure_check(ref, now)
+            except RecordError as exc:  # the record went bad under us: nothing written
+                summary.errors.append(str(exc))
 
     def _ledger_candidates(self, open_refs: set[str], tracked: set[str],
                            cutoff: str) -> Iterable[IndexEntry]:

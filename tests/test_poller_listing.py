@@ -12,6 +12,7 @@ import sys
 import time
 from typing import Any
 
+import msgspec
 import pytest
 
 from hostcore.ledger import EndedStamp, PollSection, PortableRecord
@@ -105,6 +106,22 @@ def test_new_and_changed_items_are_dispatched_and_remembered(make_host, provider
     summary = host.poller.cycle()[0]
     assert kinds(receiver) == [("changed", "o/r#1")] and summary.changed == 1
     assert receiver.events[0].item.title == "item 1"
+
+
+def test_a_section_a_receiver_writes_during_delivery_is_kept(make_host, provider):
+    class SessionStarter:
+        __name__ = "session-starter"
+
+        @hookimpl
+        def hostcore_work_item_event(self, event: Any, host: Any) -> None:
+            record = host.ledger.read(event.ref.ref) or PortableRecord(ref=event.ref.ref)
+            host.ledger.write(msgspec.structs.replace(record, session={"id": "s1"}))
+
+    host = make_host(provider, SessionStarter())
+    provider.put(1)
+    host.poller.cycle()
+    record = host.ledger.read("o/r#1")
+    assert record.session == {"id": "s1"} and record.poll is not None
 
 
 def test_an_unchanged_listing_reads_and_writes_nothing(make_host, provider):

@@ -83,6 +83,7 @@ class Rig:
         self.provider = FakeProvider()
         self.events: list[tuple[str, dict[str, Any]]] = []
         self.delivered: list[Any] = []
+        self.on_disk_at_delivery: list[PortableRecord] = []
         self.now = NOW
         self.interval = INTERVAL
         self.poller = Poller(
@@ -92,6 +93,7 @@ class Rig:
 
     def _dispatch(self, event: Any) -> int:
         self.delivered.append(event)
+        self.on_disk_at_delivery.append(self.record(event.ref.ref))
         return 0
 
     def plant(self, ref: str, last: Any = LONG_AGO, checked: Any = "", **sections: Any) -> None:
@@ -317,6 +319,8 @@ def test_closure_stamps_then_forgets_leaving_ended_only(rig, state):
     assert summary.closures == 1 and summary.ledger_checks == 1
     assert rig.named("poll.closure_detected") == [{"set": "ledger_only", "state": state}]
     assert [e.kind for e in rig.delivered] == ["closed"]
+    (at_delivery,) = rig.on_disk_at_delivery  # the stamp is durable before anyone hears
+    assert at_delivery.ended is not None and at_delivery.poll is not None
     assert rig.cycle().ledger_checks == 0  # stamped: never asked again
 
 

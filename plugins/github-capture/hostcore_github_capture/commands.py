@@ -2,8 +2,8 @@
 
 Keys of ``capture status --json`` (stable): ``inventory`` (repositories derived),
 ``capturing`` (what capture may poll now), ``ignored`` (size of the ignore list),
-``revalidation`` (``null``, or ``trigger``, ``rows_read``, ``confirmed``,
-``partitions_done``, ``partitions_total``, ``slices``),
+``revalidation`` (``null``, or ``trigger``, ``unit``, ``rows_read``,
+``tuples_read``, ``confirmed``, ``partitions_done``, ``partitions_total``, ``slices``),
 ``last_derivation_age_seconds`` (``null`` when never derived), ``pending``,
 ``rate_limited_for_seconds``. Counts only: no repository is named.
 """
@@ -116,7 +116,7 @@ def revalidate_command(host: Host, as_json: bool) -> None:
     """
     sidecar = find_worker(host).sidecar
     request = True
-    ticks = rows = 0
+    ticks = rows = tuples = 0
     while True:
         with host.step_lock():
             outcome: TickOutcome = sidecar.tick(request=request)
@@ -124,19 +124,23 @@ def revalidate_command(host: Host, as_json: bool) -> None:
         request = False
         ticks += 1
         rows += outcome.rows_read
+        tuples += outcome.tuples_read
         if progress is None:
             break
         click.echo(f"revalidation: {_progress(msgspec.to_builtins(progress))}", err=True)
     state = sidecar.state.load()
-    result = {"ticks": ticks, "rows_read": rows, "inventory": len(state.repos)}
+    result = {"ticks": ticks, "rows_read": rows, "tuples_read": tuples,
+              "inventory": len(state.repos)}
     if as_json:
         emit_json(result)
     else:
-        click.echo(f"revalidation complete: {ticks} slice(s), {rows} rows read, "
+        read = f"{tuples} tuples" if tuples else f"{rows} rows"
+        click.echo(f"revalidation complete: {ticks} slice(s), {read} read, "
                    f"{len(state.repos)} repositories in the inventory")
 
 
 def _progress(progress: dict[str, Any]) -> str:
+    unit = progress["unit"]
     return (f"{progress['partitions_done']}/{progress['partitions_total']} partitions, "
-            f"{progress['rows_read']} rows read, {progress['confirmed']} repositories "
+            f"{progress[f'{unit}_read']} {unit} read, {progress['confirmed']} repositories "
             f"confirmed (trigger: {progress['trigger']})")

@@ -3,26 +3,26 @@
 from __future__ import annotations
 
 from hostcore.telemetry import EventSpec
-from hostcore_github_capture.sidecar import TRIGGERS
+from hostcore_github_capture.sidecar import TRIGGERS, UNITS
 
 EVENTS = (
     EventSpec(
         "capture.revalidation_started",
-        {"trigger": TRIGGERS, "prior_inventory": int, "restarted": bool},
+        {"trigger": TRIGGERS, "unit": UNITS, "prior_inventory": int, "restarted": bool},
         "A revalidation pass of the observed-repositories inventory started: why, how "
         "many repositories the inventory held, and whether it replaced a pass under way.",
     ),
     EventSpec(
         "capture.revalidation_slice",
-        {"rows_read": int, "budget": int, "partitions_done": int, "partitions_total": int,
-         "confirmed": int},
+        {"unit": UNITS, "rows_read": int, "tuples_read": int, "budget": int,
+         "partitions_done": int, "partitions_total": int, "confirmed": int},
         "A revalidation tick used its whole row budget: rows read, the budget, "
         "partitions completed out of those discovered, repositories confirmed so far.",
     ),
     EventSpec(
         "capture.revalidation_completed",
-        {"rows_read": int, "confirmed": int, "retired": int, "admitted": int, "slices": int,
-         "unrecognised": int},
+        {"unit": UNITS, "rows_read": int, "tuples_read": int, "confirmed": int,
+         "retired": int, "admitted": int, "slices": int, "unrecognised": int},
         "A revalidation pass swapped in a new inventory: rows read over the pass, "
         "repositories confirmed, retired and newly admitted, ticks taken, and remotes "
         "that were not GitHub repositories.",

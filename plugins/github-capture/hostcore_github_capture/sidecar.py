@@ -24,6 +24,16 @@ clears the pass. Until then capture sees only the keys the pass confirmed.
 A pass over ``R`` permitted rows under a budget of ``B`` takes ``R // B + 1``
 ticks: every tick but the last reads exactly ``B`` rows, and a partition is
 complete when a read returns fewer rows than it asked for.
+
+A pass may instead read by **tuples** (``unit="tuples"``): the distinct
+(directory, source, remote) of each partition, which the store keeps as rows
+come and go, through :meth:`ExportSeam.read_tuples_since_sync` under the same
+policy verdicts, at most ``tuple_budget`` a tick. It confirms exactly the keys
+a row pass would, in ``T // B + 1`` ticks for ``T`` tuples (a handful where a
+row pass takes dozens). A partition's cursor after the swap is the store's
+head position noted when the pass first read it, and its tracked version the
+one read then, so the rows appended meanwhile are read by the next ordinary
+tick like any growth.
 """
 
 from __future__ import annotations
@@ -48,12 +58,15 @@ from hostcore_github_capture.state import (
 
 # Rows one tick may read from history, across partitions, in a pass or an extension.
 REVALIDATION_ROW_BUDGET = 50_000
+# Distinct (directory, source, remote) tuples one tick may read in a pass by tuples.
+REVALIDATION_TUPLE_BUDGET = 50_000
 # The backstop for withholding inputs the fingerprint cannot see (ignore dotfiles).
 MAX_DERIVATION_AGE_SECONDS = 7 * 24 * 3600.0
 # Capture output: stored like evidence, exported through the seam, never inventory input.
 CAPTURE_PARTITION = "github_events"
 
 TRIGGERS = ("initial", "fingerprint", "regressed", "age", "requested")
+UNITS = ("rows", "tuples")
 _COLUMNS = ("git_remote",)
 # Rows taken from the seam's stream at a time: bounds what a read holds at once.
 CHUNK_ROWS = 1024
@@ -63,6 +76,8 @@ _remote = itemgetter(1)
 class StoreLike(Protocol):
     def partitions(self) -> Mapping[str, PartitionVersion]: ...
 
+    def head_position(self) -> int: ...
+
 
 class SeamLike(Protocol):
     def export_policy_fingerprint(self) -> str: ...
@@ -70,11 +85,15 @@ class SeamLike(Protocol):
     def read_rows_since_sync(self, partition: str | None, cursor: int,
                              columns: Iterable[str]) -> Iterator[tuple[Any, ...]]: ...
 
+    def read_tuples_since_sync(self, partition: str | None, cursor: int,
+                               columns: Iterable[str]) -> Iterator[tuple[Any, ...]]: ...
+
 
 class TickOutcome(msgspec.Struct, kw_only=True):
     """What one sidecar tick did (counts only)."""
 
     rows_read: int = 0
+    tuples_read: int = 0
     started: str | None = None  # the trigger of a pass started or restarted this tick
     revalidating: bool = False  # a pass is still under way after this tick
     swapped: bool = False
@@ -90,7 +109,9 @@ class Progress(msgspec.Struct, kw_only=True):
     """Where a pass stands, for status and the ``revalidate`` progress line."""
 
     trigger: str
+    unit: str
     rows_read: int
+    tuples_read: int
     confirmed: int
     partitions_done: int
     partitions_total: int
@@ -106,6 +127,9 @@ class Sidecar:
     :param emit: the host's ``emit``.
     :param clock: seconds since the epoch (tests inject one).
     :param row_budget: rows per tick (tests inject small values).
+    :param unit: what a new pass reads, ``rows`` or ``tuples`` (a pass under way
+        keeps the unit it started with).
+    :param tuple_budget: tuples per tick in a pass by tuples.
     """
 
     def __init__(
@@ -117,15 +141,21 @@ class Sidecar:
         *,
         clock: Callable[[], float] = time.time,
         row_budget: int = REVALIDATION_ROW_BUDGET,
+        unit: str = "rows",
+        tuple_budget: int = REVALIDATION_TUPLE_BUDGET,
     ) -> None:
-        if row_budget < 1:
-            raise ValueError(f"row_budget must be at least 1, not {row_budget}")
+        if row_budget < 1 or tuple_budget < 1:
+            raise ValueError(f"budgets must be at least 1, not {row_budget}/{tuple_budget}")
+        if unit not in UNITS:
+            raise ValueError(f"unit {unit!r}: expected one of {', '.join(UNITS)}")
         self.store = store
         self.seam = seam
         self.state = state
         self.emit = emit
         self.clock = clock
         self.row_budget = row_budget
+        self.unit = unit
+        self.tuple_budget = tuple_budget
         # Kept across ticks: a pass meets the same remotes tick after tick.
         self._reducer = KeyReducer()
 
@@ -179,7 +209,8 @@ class Sidecar:
             return None
         versions = self._discover()
         done = len(set(record.completed) & versions.keys())
-        return Progress(trigger=record.trigger, rows_read=record.rows_read,
+        return Progress(trigger=record.trigger, unit=record.unit, rows_read=record.rows_read,
+                        tuples_read=record.tuples_read,
                         confirmed=len(record.confirmed), partitions_done=done,
                         partitions_total=len(versions), slices=record.slices)
 
@@ -209,10 +240,10 @@ class Sidecar:
         else:
             reason = "requested" if request else self.trigger(state, fingerprint, versions, now)
         if reason is not None:
-            self.emit("capture.revalidation_started", trigger=reason,
+            self.emit("capture.revalidation_started", trigger=reason, unit=self.unit,
                       prior_inventory=len(state.repos), restarted=record is not None)
             record = Revalidation(fingerprint=fingerprint, trigger=reason, started_at=now,
-                                  prior_size=len(state.repos))
+                                  prior_size=len(state.repos), unit=self.unit)
         if record is None:
             return self._extend(state, versions)
         outcome = self._slice(state, record, versions, now)
@@ -260,46 +291,60 @@ class Sidecar:
         confirmed = set(record.confirmed)
         cursors = dict(record.cursors)
         seen = dict(record.versions)
+        snapshots = dict(record.snapshots)
         completed = set(record.completed)
         reducer = self._reducer
         reducer.unrecognised = 0
-        remaining = self.row_budget
+        by_tuples = record.unit == "tuples"
+        budget = self.tuple_budget if by_tuples else self.row_budget
+        remaining = budget
         read_total = 0
         for name in sorted(versions):
             if name in completed:
                 continue
             if remaining == 0:
                 break
-            seen[name] = str(versions[name])
-            read, cursors[name], exhausted = self._read(name, cursors.get(name, 0), remaining,
-                                                        reducer, confirmed)
+            if by_tuples:
+                if name not in snapshots:
+                    # Every row up to here is covered by the tuples read from now on.
+                    seen[name] = str(versions[name])
+                    snapshots[name] = self.store.head_position()
+                read, cursors[name], exhausted = self._read_tuples(
+                    name, cursors.get(name, 0), remaining, reducer, confirmed)
+            else:
+                seen[name] = str(versions[name])
+                read, cursors[name], exhausted = self._read(
+                    name, cursors.get(name, 0), remaining, reducer, confirmed)
             remaining -= read
             read_total += read
             if exhausted:
                 completed.add(name)
+        rows, tuples = (0, read_total) if by_tuples else (read_total, 0)
         record = msgspec.structs.replace(
             record, confirmed=sorted(confirmed), cursors=cursors, versions=seen,
-            completed=sorted(completed), rows_read=record.rows_read + read_total,
+            snapshots=snapshots, completed=sorted(completed),
+            rows_read=record.rows_read + rows, tuples_read=record.tuples_read + tuples,
             slices=record.slices + 1, unrecognised=record.unrecognised + reducer.unrecognised)
         if versions.keys() <= completed:
             self._swap(state, record, versions, now)
-            return TickOutcome(rows_read=read_total, swapped=True)
+            return TickOutcome(rows_read=rows, tuples_read=tuples, swapped=True)
         self.state.save(msgspec.structs.replace(state, revalidation=record))
-        self.emit("capture.revalidation_slice", rows_read=read_total, budget=self.row_budget,
-                  partitions_done=len(completed), partitions_total=len(versions),
-                  confirmed=len(confirmed))
-        return TickOutcome(rows_read=read_total, revalidating=True)
+        self.emit("capture.revalidation_slice", unit=record.unit, rows_read=rows,
+                  tuples_read=tuples, budget=budget, partitions_done=len(completed),
+                  partitions_total=len(versions), confirmed=len(confirmed))
+        return TickOutcome(rows_read=rows, tuples_read=tuples, revalidating=True)
 
     def _swap(self, state: SidecarState, record: Revalidation,
               versions: Mapping[str, PartitionVersion], now: float) -> None:
-        marks = {name: PartitionMark(version=record.versions[name],
-                                     cursor=record.cursors.get(name, 0))
+        cursors = record.snapshots if record.unit == "tuples" else record.cursors
+        marks = {name: PartitionMark(version=record.versions[name], cursor=cursors.get(name, 0))
                  for name in versions}
         self.state.save(msgspec.structs.replace(
             state, repos=record.confirmed, partitions=marks,
             policy_fingerprint=record.fingerprint, derived_at=now, revalidation=None))
         before, after = set(state.repos), set(record.confirmed)
-        self.emit("capture.revalidation_completed", rows_read=record.rows_read,
+        self.emit("capture.revalidation_completed", unit=record.unit,
+                  rows_read=record.rows_read, tuples_read=record.tuples_read,
                   confirmed=len(after), retired=len(before - after),
                   admitted=len(after - before), slices=record.slices,
                   unrecognised=record.unrecognised)
@@ -332,6 +377,31 @@ class Sidecar:
             if close is not None:
                 close()  # release the read transaction when the budget stops early
         return count, cursor, False
+
+
+    def _read_tuples(self, partition: str, cursor: int, limit: int, reducer: KeyReducer,
+                     keys: set[str]) -> tuple[int, int, bool]:
+        """Read up to ``limit`` distinct tuples after tuple id ``cursor`` into ``keys``.
+
+        Returns (tuples read, last tuple id read, whether the partition ended).
+        """
+        found = self.seam.read_tuples_since_sync(partition, cursor, _COLUMNS)
+        count = 0
+        try:
+            for tuple_id, remote in found:
+                count += 1
+                cursor = tuple_id
+                if remote:
+                    key = reducer.key(remote)
+                    if key is not None:
+                        keys.add(key)
+                if count == limit:
+                    return count, cursor, False
+        finally:
+            close = getattr(found, "close", None)
+            if close is not None:
+                close()
+        return count, cursor, True
 
 
 def _regressed(current: PartitionVersion | None, tracked: str) -> bool:

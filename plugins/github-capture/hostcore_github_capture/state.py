@@ -52,9 +52,12 @@ class Revalidation(msgspec.Struct, kw_only=True):
     """A revalidation pass under way; cleared by the swap that completes it.
 
     ``confirmed`` holds the keys re-derived so far (what capture may use until
-    the swap), ``cursors`` the last position read per partition, ``versions``
-    each partition's version when the pass last read it, ``completed`` the
-    partitions read to their end.
+    the swap), ``versions`` each partition's version when the pass last read it
+    (first read it, for a pass by tuples), ``completed`` the partitions read to
+    their end. ``unit`` is what the pass reads: ``rows`` (``cursors`` are the
+    last row position read) or ``tuples`` (``cursors`` are the last tuple id
+    read, and ``snapshots`` the store's head position when each partition was
+    first read: rows after it are read by the ordinary ticks after the swap).
     """
 
     fingerprint: str
@@ -65,7 +68,10 @@ class Revalidation(msgspec.Struct, kw_only=True):
     cursors: dict[str, int] = msgspec.field(default_factory=dict)
     versions: dict[str, str] = msgspec.field(default_factory=dict)
     completed: list[str] = msgspec.field(default_factory=list)
+    unit: str = "rows"
+    snapshots: dict[str, int] = msgspec.field(default_factory=dict)
     rows_read: int = 0
+    tuples_read: int = 0
     slices: int = 0
     unrecognised: int = 0
 

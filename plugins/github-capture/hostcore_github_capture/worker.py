@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
@@ -22,9 +22,12 @@ WORKER_ORDER = 30
 
 
 class CaptureConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """``[plugins.github-capture]``: ``gh`` is the GitHub CLI to run."""
+    """``[plugins.github-capture]``: ``gh`` is the GitHub CLI to run;
+    ``revalidate_by`` is what a revalidation pass reads, ``rows`` (each history
+    row) or ``tuples`` (each distinct directory, source and remote)."""
 
     gh: str = "gh"
+    revalidate_by: Literal["rows", "tuples"] = "rows"
 
 
 class CaptureWorker:
@@ -36,19 +39,23 @@ class CaptureWorker:
     fails, the step fails and nothing is captured.
 
     Everything is built on first use: registering the worker opens no store.
-    ``runner``, ``clock`` and the budgets are injectable for tests.
+    ``runner``, ``clock``, the budgets and the pass ``unit`` (else from the
+    config) are injectable for tests.
     """
 
     name = PLUGIN_NAME
     order = WORKER_ORDER
 
     def __init__(self, host: Host, *, runner: Any = None, clock: Callable[[], float] = time.time,
-                 row_budget: int | None = None, request_budget: int | None = None) -> None:
+                 row_budget: int | None = None, request_budget: int | None = None,
+                 tuple_budget: int | None = None, unit: str | None = None) -> None:
         self.host = host
         self._runner = runner
         self.clock = clock
         self.row_budget = row_budget
         self.request_budget = request_budget
+        self.tuple_budget = tuple_budget
+        self.unit = unit
 
     @cached_property
     def sidecar(self) -> Sidecar:
@@ -56,7 +63,11 @@ class CaptureWorker:
         from hostcore_github_capture.state import SIDECAR_FILE, SidecarState, StateFile
 
         state = StateFile(self.host.state_dir(PLUGIN_NAME) / SIDECAR_FILE, SidecarState)
-        extra = {} if self.row_budget is None else {"row_budget": self.row_budget}
+        extra: dict[str, Any] = {"unit": self.unit or self.config.revalidate_by}
+        if self.row_budget is not None:
+            extra["row_budget"] = self.row_budget
+        if self.tuple_budget is not None:
+            extra["tuple_budget"] = self.tuple_budget
         return Sidecar(self.host.store, self.host.seam, state, self.host.emit,
                        clock=self.clock, **extra)
 
@@ -76,8 +87,11 @@ class CaptureWorker:
             return self._runner
         from hostcore_gh.runner import GhRunner
 
-        config = self.host.plugin_config(PLUGIN_NAME, CaptureConfig)
-        return GhRunner(config.gh, env=self.host.env)
+        return GhRunner(self.config.gh, env=self.host.env)
+
+    @cached_property
+    def config(self) -> CaptureConfig:
+        return self.host.plugin_config(PLUGIN_NAME, CaptureConfig)
 
     def run(self, host: Host) -> WorkerResult:
         tick = self.sidecar.tick()
@@ -85,6 +99,7 @@ class CaptureWorker:
         captured = self.capturer.step(inventory, ignored=ignored)
         counts = {
             "rows_read": tick.rows_read,
+            "tuples_read": tick.tuples_read,
             "capturing": len(inventory),
             "requests": captured.requests,
             "events_stored": captured.events_stored,

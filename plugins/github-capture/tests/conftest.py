@@ -85,12 +85,20 @@ def evidence() -> Any:
 
 
 class CountingSeam:
-    """The real seam, counting every row it yields and every read it opens."""
+    """The real seam, counting every row (and tuple) it yields and every read it opens."""
 
     def __init__(self, seam: Any) -> None:
         self.seam = seam
         self.rows = 0
         self.reads = 0
+        self.tuples = 0
+
+    def read_tuples_since_sync(self, partition: Any, cursor: int, columns: Any
+                               ) -> Iterator[Any]:
+        self.reads += 1
+        for found in self.seam.read_tuples_since_sync(partition, cursor, columns):
+            self.tuples += 1
+            yield found
 
     def export_policy_fingerprint(self) -> str:
         return self.seam.export_policy_fingerprint()

@@ -41,9 +41,9 @@ def test_status_reports_counts_before_anything_was_derived(cli):
 def test_status_shows_a_pass_under_way_as_counts(cli):
     assert cli("run", "--once").exit_code == 0
     report = status(cli)
-    assert report["revalidation"] == {"trigger": "initial", "rows_read": 2, "confirmed": 2,
-                                      "partitions_done": 0, "partitions_total": 1,
-                                      "slices": 1}
+    assert report["revalidation"] == {"trigger": "initial", "unit": "rows", "rows_read": 2,
+                                      "tuples_read": 0, "confirmed": 2, "partitions_done": 0,
+                                      "partitions_total": 1, "slices": 1}
     assert report["pending"] is True and report["capturing"] == 2
     text = cli("capture", "status")
     assert "revalidation: 0/1 partitions, 2 rows read, 2 repositories confirmed" in text.stdout
@@ -65,7 +65,8 @@ def test_revalidate_runs_slices_with_a_progress_line_each(cli, clock):
 def test_revalidate_starts_a_pass_even_when_no_trigger_is_due(cli):
     cli("capture", "revalidate")
     done = cli("capture", "revalidate", "--json")
-    assert json.loads(done.stdout) == {"ticks": 4, "rows_read": 6, "inventory": 5}
+    assert json.loads(done.stdout) == {"ticks": 4, "rows_read": 6, "tuples_read": 0,
+                                       "inventory": 5}
 
 
 def test_ignore_adds_and_removes_a_repository(cli):

@@ -116,5 +116,5 @@ def test_sigkill_right_after_the_swap_write_leaves_a_complete_inventory(world, f
     finished = summary(run_child(world, fake_gh))
     assert finished["rows_yielded"] == 0  # nothing to redo: the swap was whole
     assert events(world, "capture.revalidation_started") == [
-        {"trigger": "fingerprint", "prior_inventory": 15, "restarted": False}]
+        {"trigger": "fingerprint", "unit": "rows", "prior_inventory": 15, "restarted": False}]
     assert fake_gh.polled_repos() == set(PERMITTED)  # every run's calls together

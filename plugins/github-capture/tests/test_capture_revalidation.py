@@ -62,7 +62,8 @@ def test_a_fingerprint_change_alone_starts_a_pass(harness):
     h.local_only("/elsewhere")  # changes the fingerprint, withholds nothing here
     outcome = h.sidecar.tick()
     assert outcome.started == "fingerprint"
-    assert h.started() == [{"trigger": "fingerprint", "prior_inventory": 4, "restarted": False}]
+    assert h.started() == [{"trigger": "fingerprint", "unit": "rows", "prior_inventory": 4,
+                            "restarted": False}]
     assert h.inventory() == {"octo/shared", "octo/both", "octo/secret", "octo/codex-only"}
 
 

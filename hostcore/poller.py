@@ -55,6 +55,7 @@ from hostcore.ledger import (
 )
 from hostcore.workitems import (
     Closure,
+    EventKind,
     Listing,
     ProviderError,
     WorkItem,
@@ -231,7 +232,7 @@ class Poller:
             log.debug("ledger: %s", exc)
             return
         poll = record.poll
-        kinds: list[str] = []
+        kinds: list[EventKind] = []
         new_comments: tuple[str, ...] = ()
         if poll is None or not poll.announced_at or record.ended is not None:
             kinds.append("opened")
@@ -249,8 +250,8 @@ class Poller:
         failures = 0
         for kind in kinds:
             failures += self._deliver(WorkItemEvent(
-                kind=kind, ref=WorkItemRef(ref), provider=provider.name,  # type: ignore[arg-type]
-                at=now, item=item, comment_ids=new_comments if kind == "commented" else ()))
+                kind=kind, ref=WorkItemRef(ref), provider=provider.name, at=now, item=item,
+                comment_ids=new_comments if kind == "commented" else ()))
         if failures:
             attempts = base.dispatch_failures + 1
             give_up = attempts >= DISPATCH_GIVE_UP_AFTER

@@ -195,6 +195,11 @@ class LifetimeCustody:
             self.release()
             self._held.mutex.release()
 
+    def discard_lock_file(self) -> None:
+        """Unlink the lock file while still holding it (the session leaves nothing to guard)."""
+        if not self._held.closed:
+            _unlink_if_ours(self.lock_path, self._held.fd)
+
     def release(self) -> None:
         """Give the custody up: the kernel lock is dropped, the lock file kept."""
         if self._held.closed:

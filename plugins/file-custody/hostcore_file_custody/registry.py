@@ -93,7 +93,8 @@ class HeartbeatRegistry:
     """The files of every session instance under one root folder."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
-        self.root = Path(root)
+        # Absolute, so lock paths recorded in owner records compare equal across callers.
+        self.root = Path(os.path.abspath(root))
         self.heartbeats_dir = self.root / "heartbeats"
         self.pid_map_dir = self.root / "pid-map"
         self.prompt_hash_dir = self.root / "prompt-hash"
@@ -362,6 +363,7 @@ class Session:
                             changed_at=time.time()))
             if remove_files:
                 self._remove_own_files()
+                self._lifetime.discard_lock_file()
 
     def _remove_own_files(self) -> None:
         # This process holds the instance's custody: nobody else publishes these files.

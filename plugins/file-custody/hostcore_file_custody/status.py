@@ -12,10 +12,11 @@ from hostcore_file_custody.registry import HeartbeatRegistry
 from hostcore_file_custody.sweep import STALE_AFTER_SECONDS
 
 
-def custody_status(registry: HeartbeatRegistry, *,
-                   stale_after: float = STALE_AFTER_SECONDS) -> dict[str, Any]:
+def custody_status(registry: HeartbeatRegistry, *, stale_after: float = STALE_AFTER_SECONDS,
+                   include_audit: bool = True) -> dict[str, Any]:
     """Counts of a registry: heartbeats (and how many are stale), pending custody per
-    cache folder, audit observations and diagnostics. Keys are stable (docs/file-custody.md)."""
+    cache folder, audit observations and diagnostics (read only when ``include_audit``:
+    they grow with the registry's history). Keys are stable (docs/file-custody.md)."""
     exists = registry.root.is_dir()
     counts = {"heartbeats": 0, "stale_heartbeats": 0, "pending_pins": 0, "retained_pins": 0,
               "malformed_manifests": 0, "protected_folders": 0, "observations": 0,
@@ -45,7 +46,7 @@ def custody_status(registry: HeartbeatRegistry, *,
             counts["retained_pins"] += pending.retained
             counts["malformed_manifests"] += pending.malformed
             counts["protected_folders"] += pending.unknown
-        records, unreadable = read_audit_records(registry)
+        records, unreadable = read_audit_records(registry) if include_audit else ([], 0)
         counts["unreadable_audit_records"] = unreadable
         for record in records:
             key = "observations" if record.kind == "sweep_observed" else "diagnostics"

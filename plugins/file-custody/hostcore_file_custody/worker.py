@@ -108,4 +108,6 @@ class CustodyWorker:
     def status(self) -> dict[str, Any]:
         from hostcore_file_custody.status import custody_status
 
-        return custody_status(HeartbeatRegistry(self.path))["counts"]
+        counts = custody_status(HeartbeatRegistry(self.path), include_audit=False)["counts"]
+        return {k: v for k, v in counts.items()
+                if k not in ("observations", "diagnostics", "unreadable_audit_records")}

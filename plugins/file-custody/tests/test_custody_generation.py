@@ -77,6 +77,7 @@ def test_a_closed_session_frees_its_instance_and_ends_its_generation(registry):
     assert not registry.heartbeat_path("alpha").exists()
     assert not registry.pid_map_path(os.getpid()).exists()
     assert registry.read_generation("alpha").status == "terminal"
+    assert not registry.lock_path("alpha").exists()
     with registry.start_session("alpha", continue_generation=generation) as again:
         # A terminal generation is never resumed: a new one replaces it.
         assert again.generation_id != generation

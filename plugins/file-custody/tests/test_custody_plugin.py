@@ -85,6 +85,14 @@ def test_custody_status_reports_counts_as_json(hostcore_cli, register_plugin, tm
     assert report["folders"]["heartbeats"]["pins"] == 0
 
 
+def test_hostcore_status_shows_the_registry_counts(make_host, kit):
+    host = make_host(custody_plugin)
+    kit.plant_stale(registry_for(host), "alpha")
+    entry = host.status()["components"]["worker"]["file-custody"]
+    assert entry["heartbeats"] == 1 and entry["stale_heartbeats"] == 1
+    assert entry["pending_pins"] == 0
+
+
 def test_custody_status_of_a_missing_registry(hostcore_cli, register_plugin):
     register_plugin(custody_plugin)
     result = hostcore_cli("custody", "status")

@@ -58,8 +58,6 @@ if TYPE_CHECKING:
 # Rows per push. A kill loses at most this many rows of seam reads, and a
 # destination makes each push durable before it returns.
 BATCH_ROWS = 10_000
-# Rows one worker run pushes before handing the tick back (pending=True).
-RUN_ROWS = 200_000
 # Rows ``status`` counts through the seam before it reports "at least" this many.
 STATUS_COUNT_ROWS = 100_000
 

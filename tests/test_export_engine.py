@@ -316,3 +316,15 @@ def test_report_asks_the_destination_when_no_plugin_publishes_a_ref(make_host, o
     report = exporter(host).report()
     assert (report.position, report.rows_behind) == (3, 2)
     assert report.governance.current() and report.governance.context.status is Status.CURRENT
+
+
+def test_the_worker_pushes_a_bounded_slice_and_reports_pending(host, outbox):
+    from hostcore.builtins.export import ExportWorker
+
+    add_rows(host, 5)
+    worker = ExportWorker(host, run_rows=3)
+    first = worker.run(host)
+    assert (first.pending, first.counts) == (True, {"rows": 3, "batches": 1})
+    second = worker.run(host)
+    assert (second.pending, second.counts) == (False, {"rows": 2, "batches": 1})
+    assert [r["position"] for r in exported(outbox)] == [1, 2, 3, 4, 5]

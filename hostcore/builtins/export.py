@@ -1,6 +1,6 @@
 """Built-in: the ``export`` worker, the ``hostcore export`` command and their events.
 
-The worker pushes at most :data:`hostcore.export.RUN_ROWS` rows per tick to the
+The worker pushes at most :data:`RUN_ROWS` rows per tick to the
 selected destination and reports ``pending`` while the feed has more. Its
 ``status()`` is the export's part of ``hostcore status``: the content axis as
 counts (the destination's position, permitted rows not yet pushed) and the
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from hostcore.errors import ConfigError, HostcoreError
-from hostcore.export import RUN_ROWS, Exporter, select_destination
+from hostcore.export import Exporter, select_destination
 from hostcore.markers import hookimpl
 from hostcore.ref import GOVERNANCE
 from hostcore.telemetry import EventSpec
@@ -38,6 +38,9 @@ EVENTS = (
         "destination since this host last saw it; nothing was written.",
     ),
 )
+
+# Rows one worker run pushes before handing the tick back (pending=True).
+RUN_ROWS = 200_000
 
 CONFLICT_HINT = (
     "`hostcore status` shows what moved. Once someone has decided, `hostcore export "

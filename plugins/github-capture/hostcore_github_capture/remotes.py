@@ -23,6 +23,12 @@ _URL_SCHEMES = frozenset({"https", "http", "ssh", "git", "git+ssh", "ssh+git"})
 
 # user@host:path, the scp-like syntax git accepts when there is no "://".
 _SCP = re.compile(r"^(?:[^@/:]+@)?(?P<host>[^/:@]+):(?P<path>.+)$")
+# The forms nearly every remote takes, matched without urlsplit (a pass meets
+# thousands of distinct remotes); anything else goes through the full parser.
+_COMMON = re.compile(
+    r"^(?:(?:https?|ssh|git)://(?:[^@/]+@)?(?:www\.|ssh\.)?github\.com(?::\d+)?/"
+    r"|(?:git@)?github\.com:/?)"
+    r"(?P<path>[^/:@]+/[^/:@]+?)/?$", re.IGNORECASE)
 _OWNER = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,38})$")
 _REPO = re.compile(r"^[a-z0-9._-]{1,100}$")
 
@@ -37,6 +43,14 @@ def repo_key(remote: str) -> str | None:
     text = remote.strip()
     if not text:
         return None
+    common = _COMMON.match(text)
+    if common is not None:
+        return _path_key(common.group("path"))
+    return parse_remote(text)
+
+
+def parse_remote(text: str) -> str | None:
+    """The full parser behind :func:`repo_key` (which tries the common forms first)."""
     if "://" in text:
         try:
             parts = urlsplit(text)

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from hostcore_github_capture.remotes import KeyReducer, parse_repo_argument, repo_key
+from hostcore_github_capture.remotes import (
+    KeyReducer,
+    parse_remote,
+    parse_repo_argument,
+    repo_key,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -91,3 +96,21 @@ def test_keys_are_case_insensitive_and_form_independent(owner, repo, form):
     expected = f"{owner}/{repo}".lower()
     assert repo_key(form.format(owner, repo)) == expected
     assert repo_key(form.format(owner.upper(), repo.swapcase())) == expected
+
+
+remote_like = st.builds(
+    "{}{}{}{}{}".format,
+    st.sampled_from(["https://", "http://", "ssh://", "git://", "git+ssh://", "ftp://", "", "git@",
+                     "user:pw@", "HTTPS://"]),
+    st.sampled_from(["github.com", "GitHub.com", "www.github.com", "ssh.github.com",
+                     "gitlab.com", "github.com.evil", ""]),
+    st.sampled_from([":", "/", ":22/", ":/", "::", "//"]),
+    st.from_regex(r"[A-Za-z0-9._@:-]{0,12}(/[A-Za-z0-9._@:-]{0,12}){0,3}", fullmatch=True),
+    st.sampled_from(["", ".git", "/", ".git/", " "]),
+)
+
+
+@given(st.one_of(remote_like, st.text(max_size=40)))
+def test_the_fast_path_agrees_with_the_full_parser(text):
+    expected = parse_remote(text.strip()) if text.strip() else None
+    assert repo_key(text) == expected

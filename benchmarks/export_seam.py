@@ -145,7 +145,7 @@ def peak_memory(seam: ExportSeam) -> int:
     return peak
 
 
-def fingerprint_ms(seam: ExportSeam) -> float:
+def fingerprint_ms(seam: ExportSeam) -> tuple[float, float, float]:
     seam.export_policy_fingerprint()
     samples = []
     for _ in range(FINGERPRINT_CALLS):

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
+import threading
 import uuid
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
@@ -179,6 +180,9 @@ class Store:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._db = _connect(self.path, readonly=False)
+        # One connection shared by the threads of an embedding process: every use
+        # of it holds this lock, so transactions never interleave.
+        self._lock = threading.RLock()
         self._scope_ids: dict[tuple[str, str], int] = {}
         self._part_ids: dict[str, int] = {}
         self.instance_id = self._init_schema()
@@ -214,19 +218,25 @@ class Store:
         return instance
 
     def close(self) -> None:
-        self._db.close()
+        with self._lock:
+            self._db.close()
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         """One write transaction: everything inside commits together or not at all."""
-        db = self._db
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            yield db
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+
+    def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._db.execute(sql, params).fetchall()
 
     # -- writing -------------------------------------------------------------
 
@@ -339,25 +349,23 @@ class Store:
 
     def partitions(self) -> dict[str, PartitionVersion]:
         """Every partition and its version, read from the partitions table only."""
-        return {name: PartitionVersion(epoch, count) for name, epoch, count in self._db.execute(
+        return {name: PartitionVersion(epoch, count) for name, epoch, count in self._query(
             "SELECT name, epoch, row_count FROM partitions ORDER BY name")}
 
     def source_cursor(self, source: str) -> str | None:
         """The cursor last persisted for ``source`` (``None`` when never ingested)."""
-        found = self._db.execute("SELECT cursor FROM source_cursors WHERE source = ?",
-                                 (source,)).fetchone()
-        return None if found is None else found[0]
+        found = self._query("SELECT cursor FROM source_cursors WHERE source = ?", (source,))
+        return found[0][0] if found else None
 
     def head_position(self) -> int:
         """The highest position ever assigned (0 when no row was ever appended)."""
-        found = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'evidence'"
-                                 ).fetchone()
-        return 0 if found is None else int(found[0])
+        found = self._query("SELECT seq FROM sqlite_sequence WHERE name = 'evidence'")
+        return int(found[0][0]) if found else 0
 
     def stats(self) -> dict[str, int]:
         """Counts for ``hostcore status``: partitions, scopes, rows, head position."""
         parts = self.partitions()
-        scopes = self._db.execute("SELECT COUNT(*) FROM scopes").fetchone()[0]
+        scopes = self._query("SELECT COUNT(*) FROM scopes")[0][0]
         return {"partitions": len(parts), "rows": sum(v.row_count for v in parts.values()),
                 "scopes": scopes, "head_position": self.head_position()}
 
@@ -372,7 +380,7 @@ def _connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
                              isolation_level=None, check_same_thread=False)
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(path, isolation_level=None)
+        db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         try:
             db.execute("PRAGMA journal_mode = WAL")
         except sqlite3.DatabaseError as exc:

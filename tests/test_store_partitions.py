@@ -212,3 +212,22 @@ def test_a_newer_schema_is_refused(tmp_path):
     db.close()
     with pytest.raises(StoreError, match="newer"):
         Store(path)
+
+
+def test_threads_sharing_one_store_never_interleave_transactions(store):
+    import threading
+
+    def writer(n: int) -> None:
+        for i in range(50):
+            store.append([row(f"t{n}", key=str(i)), row(f"t{n}", key=f"{i}b")],
+                         source=f"t{n}", cursor=str(i))
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert {name: v.row_count for name, v in store.partitions().items()} == {
+        f"t{n}": 100 for n in range(4)}
+    assert store.head_position() == 400
+    assert [store.source_cursor(f"t{n}") for n in range(4)] == ["49"] * 4

@@ -277,7 +277,8 @@ def hostcore_commands(cli: click.Group) -> None:
             name + ("" if part is not None else " (not fingerprinted)") for name, part in parts))
 
     def class_command(class_: str) -> None:
-        @policy_group.command(class_)
+        @policy_group.command(class_, help=f"Mark DIRECTORY (and everything below it without "
+                                           f"a longer entry) {class_}.")
         @click.argument("directory")
         @pass_host
         def set_class(host: Host, directory: str) -> None:
@@ -286,10 +287,6 @@ def hostcore_commands(cli: click.Group) -> None:
                 host.policy.input("class-list").set(path, class_)
             host.emit("policy.updated", input="class-list", change=class_)
             click.echo(f"{path}: {class_}; fingerprint {host.policy.fingerprint()}")
-
-        set_class.__doc__ = (f"Mark DIRECTORY (and everything below it without a longer "
-                             f"entry) {class_}.")
-        set_class.help = set_class.__doc__
 
     for class_ in ("local-only", "full"):
         class_command(class_)

@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from hostcore.testing import PolicyInputConformance, TelemetrySinkConformance
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "embedding_agent.py"
 
 
@@ -43,3 +47,23 @@ def test_the_example_runs_as_a_script(tmp_path):
     assert "work item agent:1: opened" in done.stdout
     assert "work item agent:1: closed" in done.stdout
     assert "freshness check 3: context" in done.stdout
+
+
+class TestTheAgentsSinkConformance(TelemetrySinkConformance):
+    @pytest.fixture
+    def plugin(self):
+        return load_example().Agent()
+
+
+class TestTheAgentsPolicyInputConformance(PolicyInputConformance):
+    @pytest.fixture
+    def plugin(self):
+        return load_example().Agent()
+
+    @pytest.fixture
+    def sample_directories(self):
+        return ("/home/someone/clients/acme", "/home/someone/oss")
+
+    @pytest.fixture
+    def change_policy(self, plugin):
+        return lambda host: plugin.private.directories.add("/home/someone/clients/acme")

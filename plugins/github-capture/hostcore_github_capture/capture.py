@@ -120,13 +120,15 @@ class Capturer:
         ready.sort(key=lambda r: (polls.get(r, never).polled_at, r))
         return ready
 
-    def step(self, inventory: Collection[str], *, ignored: int = 0) -> CaptureOutcome:
-        """Poll what is due among ``inventory``; repositories outside it are forgotten."""
+    def step(self, inventory: Collection[str], *, ignored: int = 0,
+             keep: Collection[str] = ()) -> CaptureOutcome:
+        """Poll what is due among ``inventory``. Polling state is kept for
+        ``inventory`` and ``keep``, and forgotten for every other repository."""
         state = self.state.load()
         now = self.clock()
         outcome = CaptureOutcome(ignored=ignored)
-        # Retired or ignored repositories lose their polling state: bounded by the inventory.
-        polls = {r: p for r, p in state.repos.items() if r in inventory}
+        # Retired repositories lose their polling state: bounded by the inventory.
+        polls = {r: p for r, p in state.repos.items() if r in inventory or r in keep}
         backoff_until = state.backoff_until
         if now < backoff_until:
             outcome.rate_limited = True

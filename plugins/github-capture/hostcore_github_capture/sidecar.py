@@ -226,6 +226,14 @@ class Sidecar:
         allowed = frozenset(k for k in keys if k not in ignore)
         return allowed, len(keys) - len(allowed)
 
+    def known(self) -> frozenset[str]:
+        """Keys whose polling state is worth keeping: the inventory, and the keys a
+        pass under way confirmed (a repository awaiting re-confirmation keeps its
+        ETag, so it costs a 304, not a full fetch, once the pass confirms it)."""
+        state = self.state.load()
+        confirmed = state.revalidation.confirmed if state.revalidation is not None else ()
+        return frozenset(state.repos).union(confirmed)
+
     # -- the tick ---------------------------------------------------------------
 
     def tick(self, *, request: bool = False) -> TickOutcome:

@@ -96,7 +96,7 @@ class CaptureWorker:
     def run(self, host: Host) -> WorkerResult:
         tick = self.sidecar.tick()
         inventory, ignored = self.sidecar.capture_set()
-        captured = self.capturer.step(inventory, ignored=ignored)
+        captured = self.capturer.step(inventory, ignored=ignored, keep=self.sidecar.known())
         counts = {
             "rows_read": tick.rows_read,
             "tuples_read": tick.tuples_read,

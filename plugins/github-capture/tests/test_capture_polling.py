@@ -196,3 +196,23 @@ def test_without_gh_the_inventory_still_revalidates_and_capture_says_unavailable
     assert report.ok
     assert h.inventory() == {"octo/a"}
     assert polled(h)["unavailable"] is True
+
+
+def test_a_repository_awaiting_reconfirmation_keeps_its_etag_for_a_304_afterwards(
+        capture, fake_gh, make_events, clock):
+    repos = [f"octo/r{i}" for i in range(4)]
+    for n, repo in enumerate(repos):
+        fake_gh.repo(repo, make_events(repo, 1, first_id=100 + n))
+    h = capture(*repos, row_budget=2)
+    h.run_pass()
+    h.host.tick()
+    h.local_only("/elsewhere")
+    clock.advance(61)
+    h.host.tick()  # the pass confirmed r0, r1 only
+    assert set(h.worker.capturer.state.load().repos) == set(repos)
+    fake_gh.clear_calls()
+    clock.advance(61)
+    h.host.tick()  # the pass completes; every repository is polled again
+    calls = fake_gh.calls()
+    assert {c["path"] for c in calls} == {f"repos/{r}/events" for r in repos}
+    assert all(c["status"] == 304 for c in calls)

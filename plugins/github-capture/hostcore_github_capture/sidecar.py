@@ -121,8 +121,9 @@ class Progress(msgspec.Struct, kw_only=True):
 class Sidecar:
     """Keeps ``sidecar.json`` in step with what the export seam lets out.
 
-    :param store: anything with ``partitions()`` (the host's store).
-    :param seam: the export seam (``export_policy_fingerprint``, ``read_rows_since_sync``).
+    :param store: anything with ``partitions()`` and ``head_position()`` (the host's store).
+    :param seam: the export seam (``export_policy_fingerprint``, ``read_rows_since_sync``,
+        ``read_tuples_since_sync``).
     :param state: the ``sidecar.json`` file.
     :param emit: the host's ``emit``.
     :param clock: seconds since the epoch (tests inject one).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import msgspec
+import pytest
 from hostcore_github_capture.sidecar import MAX_DERIVATION_AGE_SECONDS, Sidecar
 from hostcore_github_capture.state import SIDECAR_FILE, SidecarState, StateFile
 
@@ -307,3 +308,20 @@ def test_a_pass_record_survives_in_the_state_file_as_counts_and_keys_only(harnes
     assert saved["revalidation"]["confirmed"] == ["o/a"]
     assert "/w/dir" not in h.sidecar.state.path.read_text()
     assert (h.sidecar.state.path.parent / SIDECAR_FILE).exists()
+
+
+@pytest.mark.parametrize("trigger", ["fingerprint", "regressed", "age", "requested"])
+def test_capture_sees_only_confirmed_keys_whatever_started_the_pass(harness, clock, trigger):
+    h = harness(row_budget=2)
+    h.add("claude", rows("/w", "claude", "o/a", "o/b", "o/c", "o/d", "o/e"))
+    h.add("claude", rows("/w/purged", "claude", "o/a"))
+    h.run_pass()
+    if trigger == "fingerprint":
+        h.local_only("/elsewhere")
+    elif trigger == "regressed":
+        h.host.store.purge(directory="/w/purged")
+    elif trigger == "age":
+        clock.advance(MAX_DERIVATION_AGE_SECONDS + 1)
+    assert h.sidecar.tick(request=trigger == "requested").started == trigger
+    assert h.capturing() == set(h.state().revalidation.confirmed) == {"o/a", "o/b"}
+    assert len(h.inventory()) == 5

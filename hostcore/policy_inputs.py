@@ -290,14 +290,25 @@ class IgnoreDotfiles:
         return verdict
 
     def _ignored(self, directory: str, now: float) -> bool:
-        cached = self._cache.get(directory)
-        if cached is not None and now - cached[0] < self.ttl:
-            return cached[1]
-        parent = os.path.dirname(directory)
-        verdict = os.path.lexists(os.path.join(directory, IGNORE_FILE_NAME)) or (
-            parent != directory and self._ignored(parent, now))
-        self._cache[directory] = (now, verdict)
-        return verdict
+        # Walk up to the nearest ancestor with a fresh verdict (or the root), then
+        # decide back down. A loop, not recursion: paths can be thousands of levels deep.
+        chain: list[str] = []
+        inherited = False
+        current = directory
+        while True:
+            cached = self._cache.get(current)
+            if cached is not None and now - cached[0] < self.ttl:
+                inherited = cached[1]
+                break
+            chain.append(current)
+            parent = os.path.dirname(current)
+            if parent == current:
+                break
+            current = parent
+        for path in reversed(chain):
+            inherited = inherited or os.path.lexists(os.path.join(path, IGNORE_FILE_NAME))
+            self._cache[path] = (now, inherited)
+        return inherited
 
     def status(self) -> dict[str, object]:
         return {"cached_directories": len(self._cache)}

@@ -1,4 +1,4 @@
-"""hostcore's own ingest step passes the worker conformance suite it imposes on plugins."""
+"""hostcore's own ingest step and policy inputs pass the suites it imposes on plugins."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 import hostcore.builtins.evidence as evidence_builtin
 from hostcore.markers import hookimpl
 from hostcore.store import EvidenceRow, SourceBatch
-from hostcore.testing import WorkerConformance
+from hostcore.testing import PolicyInputConformance, WorkerConformance
 
 
 class Backlog:
@@ -42,3 +42,23 @@ class TestIngestStepConformance(WorkerConformance):
     @pytest.fixture
     def build_host(self, make_host, conformance_root):
         return lambda *extra: make_host(BacklogPlugin(), *extra, root=conformance_root)
+
+
+class TestBuiltinPolicyInputsConformance(PolicyInputConformance):
+    """The class list, the sync opt-out set and the ignore dotfiles."""
+
+    @pytest.fixture
+    def plugin(self):
+        return evidence_builtin
+
+    @pytest.fixture
+    def sample_directories(self):
+        return ("/home/someone/projects/secret-client", "/srv/work/payroll-service")
+
+    @pytest.fixture
+    def change_policy(self, sample_directories):
+        def mark_local_only(host):
+            class_list = next(p for p in host.policy_inputs if p.name == "class-list")
+            class_list.set(sample_directories[0], "local-only")
+
+        return mark_local_only

@@ -16,6 +16,7 @@ import click
 import msgspec
 
 from hostcore.cli import emit_json, json_option, pass_host
+from hostcore.errors import RecordError
 
 if TYPE_CHECKING:
     from hostcore.host import Host
@@ -55,7 +56,17 @@ def register(cli: click.Group) -> None:
     cli.add_command(capture_group)
 
 
-@click.group("capture")
+class CaptureGroup(click.Group):
+    """Reports a state file that does not decode as an error naming it (exit 1)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except RecordError as exc:
+            raise click.ClickException(f"{exc} (left as it is; fix or remove it)") from None
+
+
+@click.group("capture", cls=CaptureGroup)
 def capture_group() -> None:
     """The GitHub capture sidecar: its repository inventory and event capture."""
 

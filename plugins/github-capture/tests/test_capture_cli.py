@@ -91,3 +91,15 @@ def test_hostcore_status_includes_the_worker_counts(cli):
     done = cli("status", "--json")
     worker = json.loads(done.stdout)["components"]["worker"]["github-capture"]
     assert worker["inventory"] == 5 and worker["pending"] is False
+
+
+def test_a_state_file_that_does_not_decode_is_named_and_left_alone(cli, tmp_path):
+    state = tmp_path / "cli-root" / "plugins" / "github-capture" / "sidecar.json"
+    state.parent.mkdir(parents=True, exist_ok=True)
+    state.write_text('{"repos": "not a list"}')
+    done = cli("capture", "status")
+    assert done.exit_code == 1
+    assert "sidecar.json" in done.stderr and "$.repos" in done.stderr
+    tick = cli("run", "--once")
+    assert tick.exit_code == 1
+    assert state.read_text() == '{"repos": "not a list"}'

@@ -216,3 +216,18 @@ def test_a_repository_awaiting_reconfirmation_keeps_its_etag_for_a_304_afterward
     calls = fake_gh.calls()
     assert {c["path"] for c in calls} == {f"repos/{r}/events" for r in repos}
     assert all(c["status"] == 304 for c in calls)
+
+
+def test_the_last_request_a_window_allows_is_used_and_then_capture_waits(capture, fake_gh,
+                                                                         make_events, clock):
+    fake_gh.repo("octo/a", make_events("octo/a", 2))
+    fake_gh.repo("octo/b", make_events("octo/b", 2, first_id=10))
+    fake_gh.data["remaining"] = 0  # every answer says the window is used up
+    fake_gh.save()
+    h = capture("octo/a", "octo/b")
+    h.host.tick()
+    assert len(fake_gh.calls()) == 1 and len(stored(h.host)) == 2
+    assert polled(h)["rate_limited"] is True
+    clock.advance(3600)
+    h.host.tick()
+    assert len(fake_gh.calls()) == 1  # the fake's reset time is far ahead

@@ -11,10 +11,16 @@ acquisitions to every session start. In one run this script measures:
   1%) died an hour ago. The sweep's wall time is divided by a plain
   ``os.scandir`` + ``stat`` pass over the same three folders in the same run
   (target: at most 3x), with the sweep's own lock acquisitions;
+* the median ratio over ``--repeat`` runs (default 3), each on a fresh registry;
 * a **steady-state sweep** (nothing stale left) against the same raw pass;
 * peak Python memory (tracemalloc) of a sweep with the same stale share.
 
-Usage: ``python benchmarks/custody.py [--heartbeats N] [--stale F] [--quick]``
+File creation dominates the custody path (four small files per stale heartbeat), and
+its latency swings by an order of magnitude with the filesystem's load, so the run also
+prints what creating one file costs there and then; ``--dir`` picks the filesystem.
+
+Usage: ``python benchmarks/custody.py [--heartbeats N] [--stale F] [--repeat R]
+[--dir PATH] [--quick]``
 """
 
 from __future__ import annotations
@@ -82,6 +88,7 @@ def populate(registry: HeartbeatRegistry, sessions: int, stale: int) -> None:
             registry.write_generation(GenerationRecord(
                 instance=instance, generation_id=generation_id, status="live", epoch=1,
                 changed_at=old))
+            _write(registry.lock_path(instance), b"")  # a crashed session leaves its lock file
         else:
             owner = msgspec.structs.replace(live, pid=100_000 + i)
         mtime = old if is_stale else None
@@ -114,6 +121,17 @@ def raw_seconds(registry: HeartbeatRegistry) -> float:
     return statistics.median(timed(lambda: raw_scan(registry))[0] for _ in range(RAW_PASSES))
 
 
+def create_latency(folder: Path, count: int = 200) -> float:
+    """Seconds to create one small file here now: the cost the custody path pays 4 times
+    per stale heartbeat (3 intent manifests, 1 audit record), reported beside the ratio
+    because it varies by an order of magnitude with the filesystem's load."""
+    folder.mkdir()
+    started = time.perf_counter()
+    for i in range(count):
+        os.close(os.open(folder / f"probe-{i}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    return (time.perf_counter() - started) / count
+
+
 def bench_session_start(root: Path) -> tuple[float, float]:
     registry = HeartbeatRegistry(root / "starts").ensure()
     sessions = []
@@ -132,11 +150,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--heartbeats", type=int, default=10_000)
     parser.add_argument("--stale", type=float, default=0.01, help="stale share (0..1)")
-    parser.add_argument("--quick", action="store_true", help="1,000 heartbeats")
+    parser.add_argument("--quick", action="store_true", help="1,000 heartbeats, one run")
+    parser.add_argument("--repeat", type=int, default=3, help="sweeps timed (median)")
+    parser.add_argument("--dir", default=None,
+                        help="where to build the registries (default: the temp folder)")
     args = parser.parse_args()
     sessions = 1_000 if args.quick else args.heartbeats
+    if args.quick:
+        args.repeat = 1
     stale = max(1, round(sessions * args.stale))
-    root = Path(tempfile.mkdtemp(prefix="custody-bench-"))
+    root = Path(tempfile.mkdtemp(prefix="custody-bench-", dir=args.dir))
     try:
         locks_per_start, start_seconds = bench_session_start(root)
         print(f"session start: {locks_per_start:.2f} lock acquisitions "
@@ -144,18 +167,27 @@ def main() -> None:
               f"{start_seconds * 1000:.2f} ms each over {SESSION_STARTS} starts")
 
         registry = HeartbeatRegistry(root / "registry")
-        populate(registry, sessions, stale)
-        files = raw_scan(registry)  # warm the cache for both sides alike
-        raw = raw_seconds(registry)
-        sweep_seconds, report = timed(lambda: StaleSweep(registry).run())
-        assert report.deleted == stale, report
-        ratio = sweep_seconds / raw
-        print(f"sweep of {sessions:,} heartbeats ({stale} stale, {files:,} files): "
-              f"{sweep_seconds * 1000:.1f} ms vs raw scandir+stat {raw * 1000:.1f} ms "
-              f"-> ratio {ratio:.2f} (target <= {RATIO_TARGET}); "
+        ratios, sweeps, raws = [], [], []
+        for _ in range(args.repeat):
+            shutil.rmtree(registry.root, ignore_errors=True)
+            populate(registry, sessions, stale)
+            files = raw_scan(registry)  # warm the cache for both sides alike
+            raw = raw_seconds(registry)
+            sweep_seconds, report = timed(lambda: StaleSweep(registry).run())
+            assert report.deleted == stale, report
+            ratios.append(sweep_seconds / raw)
+            sweeps.append(sweep_seconds)
+            raws.append(raw)
+        ratio = statistics.median(ratios)
+        create = create_latency(root / "create-probe")
+        print(f"sweep of {sessions:,} heartbeats ({stale} stale, {files:,} files), "
+              f"median of {args.repeat}: {statistics.median(sweeps) * 1000:.1f} ms vs raw "
+              f"scandir+stat {statistics.median(raws) * 1000:.1f} ms -> ratio {ratio:.2f} "
+              f"(runs {', '.join(f'{r:.2f}' for r in ratios)}; target <= {RATIO_TARGET}); "
               f"{report.lock_acquisitions} lock acquisitions "
               f"({report.lock_acquisitions / stale:.2f} per stale heartbeat), "
-              f"{report.deleted} deleted, {report.dependents_deleted} dependents deleted")
+              f"{report.deleted} deleted, {report.dependents_deleted} dependents deleted; "
+              f"file creation here now: {create * 1e6:.0f} us each")
 
         raw_after = raw_seconds(registry)
         steady_seconds, steady = timed(lambda: StaleSweep(registry).run())

@@ -18,6 +18,7 @@ telemetry carries only counts, booleans and the reason enum.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import time
 from collections.abc import Callable
@@ -39,14 +40,13 @@ UNRECORDED_REASONS: tuple[str, ...] = ("unwitnessed", "missing", "terminal", "ar
                                        "stale", "write-failed")
 
 Emit = Callable[..., Any]
-# Records per audit file; a full file is fsynced before the next one starts.
-AUDIT_RECORDS_PER_FILE = 64
 
 
 class AuditRecord(msgspec.Struct, frozen=True, kw_only=True):
-    """One audit file: an observation or a diagnostic about a swept heartbeat."""
+    """An observation or a diagnostic about a swept heartbeat (``record_id`` is unique)."""
 
     kind: Literal["sweep_observed", "heartbeat_sweep_unrecorded"]
+    record_id: str
     instance: str
     generation_id: str | None
     observed: FileRevision
@@ -83,39 +83,50 @@ def _authority(registry: HeartbeatRegistry, instance: str,
     return None, record.epoch
 
 
-class AuditJournal:
-    """Audit records written as one file per batch (``audit/<time>-<token>.json``, a list).
+def _audit_name() -> str:
+    return f"{time.time_ns():020d}-{secrets.token_hex(4)}"
 
-    Each :meth:`append` rewrites the batch file atomically before returning, so the
-    record is persisted (every reader and every later process sees it) before the
-    sweep acts on it; that is the failure this protocol covers. Power-cut
-    durability comes in batches: a batch is fsynced when it reaches
-    ``records_per_file`` and when :meth:`seal` is called at the end of a sweep,
-    instead of two fsyncs per record.
+
+class AuditJournal:
+    """How a sweep persists its audit records: at once, then durably in one batch.
+
+    :meth:`append` writes each record to a new file (``audit/<id>.json``) by atomic
+    rename before returning, so it is persisted (every reader and every later
+    process sees it) before the sweep acts on it: the failure this protocol covers
+    is a process's death. Power-cut durability comes once per sweep: :meth:`seal`
+    writes every record of the sweep into one fsynced batch file and then removes
+    the single-record files, instead of two fsyncs per record. A record appears in
+    both until then; readers drop the duplicate by ``record_id``. New names only:
+    replacing an existing file costs a data flush on some filesystems (ext4).
     """
 
-    def __init__(self, registry: HeartbeatRegistry, *,
-                 records_per_file: int = AUDIT_RECORDS_PER_FILE) -> None:
+    def __init__(self, registry: HeartbeatRegistry) -> None:
         self.registry = registry
-        self.records_per_file = records_per_file
-        self._records: list[AuditRecord] = []
-        self._path: Path | None = None
+        self._written: list[tuple[Path, AuditRecord]] = []
 
     def append(self, record: AuditRecord) -> None:
-        """Persist ``record`` with its batch; raises ``OSError`` (nothing half-written)."""
-        if self._path is None or len(self._records) >= self.records_per_file:
-            self.seal()
-            self._records = []
-            self._path = self.registry.audit_dir / (
-                f"{time.time_ns():020d}-{secrets.token_hex(4)}.json")
-        batch = [*self._records, record]
-        atomic_write(self._path, encode_json(batch), durable=False)
-        self._records = batch
+        """Persist ``record``; raises ``OSError`` with nothing half-written."""
+        path = self.registry.audit_dir / f"{record.record_id}.json"
+        atomic_write(path, encode_json([record]), durable=False)
+        self._written.append((path, record))
 
     def seal(self) -> None:
-        """Make the current batch durable (fsync). Idempotent."""
-        if self._path is not None and self._records:
-            atomic_write(self._path, encode_json(self._records))
+        """Make this sweep's records durable in one batch file. Idempotent.
+
+        If the batch cannot be written, the single-record files stay as they are:
+        they are persisted, only not fsynced.
+        """
+        if not self._written:
+            return
+        try:
+            atomic_write(self.registry.audit_dir / f"{_audit_name()}.json",
+                         encode_json([record for _, record in self._written]))
+        except OSError:
+            return
+        for path, _ in self._written:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        self._written = []
 
 
 def _persist(registry: HeartbeatRegistry, record: AuditRecord,
@@ -159,7 +170,7 @@ def record_live_sweep_observation(
             return AuditOutcome(recorded=False, reason=reason or "stale")
         try:
             _persist(registry, AuditRecord(
-                kind="sweep_observed", instance=instance,
+                kind="sweep_observed", record_id=_audit_name(), instance=instance,
                 generation_id=expected_generation_id, observed=observed,
                 recorded_at=time.time(), epoch=epoch), journal)
         except OSError:
@@ -185,7 +196,7 @@ def record_sweep_unrecorded(
     """
     try:
         _persist(registry, AuditRecord(
-            kind="heartbeat_sweep_unrecorded", instance=instance,
+            kind="heartbeat_sweep_unrecorded", record_id=_audit_name(), instance=instance,
             generation_id=generation_id if is_generation_id(generation_id) else None,
             observed=observed, recorded_at=time.time(), reason=reason), journal)
         persisted = True
@@ -197,17 +208,21 @@ def record_sweep_unrecorded(
 
 
 def read_audit_records(registry: HeartbeatRegistry) -> tuple[list[AuditRecord], int]:
-    """Every readable audit record, oldest first, and how many files could not be read."""
+    """Every readable audit record once (oldest file first), and how many files could
+    not be read."""
     try:
         paths = sorted(p for p in registry.audit_dir.iterdir()
                        if p.suffix == ".json" and not p.name.startswith("."))
     except FileNotFoundError:
         return [], 0
-    records: list[AuditRecord] = []
+    records: dict[str, AuditRecord] = {}
     unreadable = 0
     for path in paths:
         try:
-            records += decode_json(path.read_bytes(), list[AuditRecord], what=str(path))
+            batch = decode_json(path.read_bytes(), list[AuditRecord], what=str(path))
         except (OSError, RecordError):
             unreadable += 1
-    return records, unreadable
+            continue
+        for record in batch:
+            records.setdefault(record.record_id, record)
+    return sorted(records.values(), key=lambda r: r.record_id), unreadable

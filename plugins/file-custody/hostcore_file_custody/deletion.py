@@ -328,11 +328,11 @@ def _delete(path: Path, name: str, parent_fd: int, private_fd: int, expected: Fi
         return op.put_back("restored", f"validate raised {type(exc).__name__}: {exc}")
     if not agreed:
         return op.put_back("kept-refused", "validate refused the deletion")
-    try:
-        again = capture_at(private_fd, op.pin, where=str(op.private / op.pin))
-    except (UnsafePathError, UnstableRevisionError):
-        again = None
-    if again is None or again[0] != pinned or not _same_private_dir(parent_fd, private_fd):
+    # Any write to the pinned inode since it was digested moves its ctime, which
+    # nothing can set back: its stat is enough to recheck it.
+    again = lstat_at(private_fd, op.pin)
+    if again is None or not identity_matches(again, pinned) \
+            or not _same_private_dir(parent_fd, private_fd):
         return op.put_back("restored", "the pin changed before its private unlink")
     op.step("confirmed")
     try:

@@ -118,6 +118,12 @@ def lock_exclusive(path: Path, *, wait_seconds: float = 0.0) -> int:
     for longer than ``wait_seconds``, or (``"uncertain"``) when the file cannot
     be trusted. Closing the descriptor releases the lock.
     """
+    if wait_seconds <= 0:
+        try:
+            return _attempt(path)  # the usual case: one attempt, no retry machinery
+        except _LockFileMoved:
+            pass
+
     def stop(state: tenacity.RetryCallState) -> bool:
         failure = state.outcome.exception() if state.outcome else None
         if isinstance(failure, _LockFileMoved):

@@ -88,7 +88,6 @@ def _read_text(path: Path) -> str:
         return ""
 
 
-@functools.lru_cache(maxsize=1)
 def _static_identity() -> tuple[str, str, str]:
     """Machine-id, boot id and this process's PID namespace: fixed for a process's life."""
     machine_id = next((m for m in map(_read_text, _MACHINE_ID_FILES) if m), "")
@@ -100,8 +99,9 @@ def _static_identity() -> tuple[str, str, str]:
     return machine_id, boot_id, namespace
 
 
-def current_host() -> HostIdentity:
-    """This process's :class:`HostIdentity`."""
+@functools.lru_cache(maxsize=4)
+def _host_identity(pid: int) -> HostIdentity:
+    # Keyed by PID: a forked child (possibly unshared into a new namespace) reads afresh.
     machine_id, boot_id, namespace = _static_identity()
     return HostIdentity(
         hostname=socket.gethostname(),
@@ -110,6 +110,11 @@ def current_host() -> HostIdentity:
         pid_namespace=namespace,
         boot_id=boot_id,
     )
+
+
+def current_host() -> HostIdentity:
+    """This process's :class:`HostIdentity`, read once per process."""
+    return _host_identity(os.getpid())
 
 
 def _proc_stat_fields(pid: int) -> list[str] | None:

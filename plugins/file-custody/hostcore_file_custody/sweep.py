@@ -105,8 +105,12 @@ class _Snapshot:
     stale_prompt_hashes: list[str] = field(default_factory=list)
 
 
-def _scan(folder: Path, suffix: str) -> Iterator[tuple[str, os.stat_result]]:
-    """(stem, lstat) of each visible ``*suffix`` entry, from the scan's own stat."""
+def _scan(folder: Path, suffix: str,
+          wanted: Callable[[str], bool] | None = None) -> Iterator[tuple[str, os.stat_result]]:
+    """(stem, lstat) of each visible ``*suffix`` entry, from the scan's own stat.
+
+    Entries whose stem ``wanted`` rejects are skipped before any stat.
+    """
     try:
         entries = os.scandir(folder)
     except FileNotFoundError:
@@ -116,8 +120,11 @@ def _scan(folder: Path, suffix: str) -> Iterator[tuple[str, os.stat_result]]:
             name = entry.name
             if name.startswith(".") or not name.endswith(suffix):
                 continue
+            stem = name[: -len(suffix)]
+            if wanted is not None and not wanted(stem):
+                continue
             try:
-                yield name[: -len(suffix)], entry.stat(follow_symlinks=False)
+                yield stem, entry.stat(follow_symlinks=False)
             except FileNotFoundError:
                 continue
 
@@ -196,8 +203,12 @@ class StaleSweep:
         for stem, st in _scan(self.registry.pid_map_dir, ".json"):
             if stem.isdigit() and stat.S_ISREG(st.st_mode) and self._is_stale(st):
                 snap.stale_pid_map.append(int(stem))
-        for instance, st in _scan(self.registry.prompt_hash_dir, ".txt"):
-            if instance not in snap.present and stat.S_ISREG(st.st_mode) and self._is_stale(st):
+        # A prompt hash whose instance has a heartbeat is judged with that heartbeat:
+        # only the others (orphans) need their stat.
+        present = snap.present
+        for instance, st in _scan(self.registry.prompt_hash_dir, ".txt",
+                                  lambda stem: stem not in present):
+            if stat.S_ISREG(st.st_mode) and self._is_stale(st):
                 snap.stale_prompt_hashes.append(instance)
         return snap
 

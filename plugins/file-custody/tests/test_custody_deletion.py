@@ -172,3 +172,18 @@ def test_refuses_a_private_folder_that_is_a_symlink(tmp_path):
     with pytest.raises(UnsafePathError):
         delete_file_if_unchanged(path, revision, lambda pinned: True)
     assert path.exists() and os.listdir(elsewhere) == []
+
+
+def test_a_pin_written_to_during_validation_is_put_back_not_deleted(tmp_path):
+    path, revision = _file(tmp_path)
+
+    def write_into_the_pin(_pinned):
+        private = _private(path)
+        pin = next(private / n for n in os.listdir(private) if n.endswith(".pin"))
+        with open(pin, "ab") as handle:  # through the inode, as an old descriptor would
+            handle.write(b" and more")
+        return True
+
+    result = delete_file_if_unchanged(path, revision, write_into_the_pin)
+    assert (result.deleted, result.outcome) == (False, "restored")
+    assert path.read_bytes() == b"stale heartbeat and more"

@@ -111,7 +111,7 @@ DRIVER = textwrap.dedent("""
     def torn_append(self, origin_dir, tail, rows):
         global pushes
         pushes += 1
-        if pushes == 3:
+        if pushes == 2:
             data = module._encoder.encode_lines(rows)
             segment = tail.segment
             with open(segment, "ab") as handle:

@@ -68,10 +68,12 @@ EXPORT_COLUMNS = ("partition", "source_id", "session_id", "ts", "directory", "gi
 _sorted_json = msgspec.json.Encoder(order="sorted")
 
 
-class ExportRow(msgspec.Struct):
+class ExportRow(msgspec.Struct, gc=False):
     """One exported row, as a destination receives and stores it.
 
-    ``payload`` is the row's JSON payload, passed through verbatim.
+    ``payload`` is the row's JSON payload, passed through verbatim. (``gc=False``:
+    a row holds only strings, ints and raw JSON, so it can never be part of a
+    cycle, and a million of them need not be tracked by the collector.)
     """
 
     position: int

@@ -234,6 +234,8 @@ class StaleSweep:
                     self.report.kept_live += 1
                 else:
                     self.report.kept_uncertain += 1
+            except CustodyError:
+                self.report.kept_uncertain += 1  # a file name that is no instance's
 
     def _judge(self, instance: str, custody: Custody) -> None:
         path = self.registry.heartbeat_path(instance)
@@ -371,9 +373,14 @@ class StaleSweep:
                 continue
             self._prune_orphan(path, entry.instance, "pid-map")
         for instance in sorted(snap.stale_prompt_hashes):
-            if instance not in protected:
-                self._prune_orphan(self.registry.prompt_hash_path(instance), instance,
-                                   "prompt-hash")
+            if instance in protected:
+                continue
+            try:
+                path = self.registry.prompt_hash_path(instance)
+            except CustodyError:
+                self.report.dependents_kept += 1  # a file name that is no instance's
+                continue
+            self._prune_orphan(path, instance, "prompt-hash")
 
     def _prune_orphan(self, path: Path, owner: str, kind: str) -> None:
         try:

@@ -273,3 +273,15 @@ def test_manifests_record_the_sweepers_custody_lock(registry, kit):
     _sweep(registry, hooks=SweepHooks(before_audit=look))
     assert seen[0].creator.lock == str(registry.lock_path("alpha"))
     assert seen[0].creator.pid == os.getpid()
+
+
+def test_keeps_files_whose_names_are_not_instances(registry, kit):
+    odd = registry.heartbeats_dir / "not an instance!.json"
+    odd.write_bytes(b"{}")
+    kit.age(odd)
+    orphan_hash = registry.prompt_hash_dir / "no such instance?.txt"
+    orphan_hash.write_bytes(b"x")
+    kit.age(orphan_hash)
+    report = _sweep(registry)
+    assert report.kept_uncertain == 1 and report.dependents_kept == 1
+    assert odd.exists() and orphan_hash.exists()

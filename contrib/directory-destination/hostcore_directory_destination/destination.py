@@ -13,8 +13,8 @@ stores are two feeds, so several hosts can forward into one folder), and
 only ever appended to; the next push after it reaches ``segment_bytes`` starts a
 new one.
 
-Durability and recovery. A push writes its rows, flushes and fsyncs the segment
-(and the folder when it created the segment) before it returns, and only then
+Durability and recovery. A push writes its rows, flushes and syncs (fdatasync)
+the segment (and the folder when it created the segment) before it returns, then
 replaces ``ref.json`` if the push changed governance. The last complete line of
 an origin's newest segment is therefore the durable position, and it is the
 truth: ``published`` reads it from the tail of one file, and a push, under the
@@ -228,12 +228,17 @@ class DirectoryDestination:
         with open(segment, "ab", opener=_private) as handle:
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            _sync_data(handle.fileno())
         if created:
             fsync_dir(origin_dir)
         tail.segment = segment
         tail.size += len(data)
         tail.position = rows[-1].position
+
+
+# Appends need their data and the new size on disk, not the modification time:
+# fdatasync does exactly that where the platform has it.
+_sync_data = getattr(os, "fdatasync", os.fsync)
 
 
 def _private(path: str, flags: int) -> int:

@@ -13,9 +13,9 @@ stores are two feeds, so several hosts can forward into one folder), and
 only ever appended to; the next push after it reaches ``segment_bytes`` starts a
 new one.
 
-Durability and recovery. A push writes its rows, flushes and syncs (fdatasync)
-the segment (and the folder when it created the segment) before it returns, then
-replaces ``ref.json`` if the push changed governance. The last complete line of
+Durability and recovery. A push writes its rows and syncs (fdatasync) the
+segment (and the folder when it created the segment), then replaces
+``ref.json`` if the push changed governance, and only then returns. The last complete line of
 an origin's newest segment is therefore the durable position, and it is the
 truth: ``published`` reads it from the tail of one file, and a push, under the
 lock, first cuts a torn final line (a write killed midway) and removes a

@@ -14,7 +14,6 @@ from hostcore_file_custody.worker import registry_for
 
 from hostcore.atomic import atomic_write
 from hostcore.errors import ConfigError
-from hostcore.testing import WorkerConformance
 
 DOCS = Path(__file__).resolve().parents[3] / "docs"
 
@@ -122,19 +121,3 @@ def test_custody_recover_restores_a_dead_owners_pin(hostcore_cli, register_plugi
     table = hostcore_cli("custody", "recover")
     assert table.exit_code == 0 and "nothing to recover" in table.stdout
 
-
-class TestCustodyWorkerConformance(WorkerConformance):
-    """The host's own worker contract: counts only, pending drains, resumable after restart."""
-
-    @pytest.fixture
-    def plugin(self):
-        return custody_plugin
-
-    @pytest.fixture
-    def seed_work(self, kit):
-        def seed(host):
-            registry = registry_for(host)
-            for name in ("s1", "s2", "s3"):
-                kit.plant_stale(registry, name)
-
-        return seed

@@ -235,7 +235,7 @@ class Host:
         for info in self.plugins.infos.values():
             for reg in info.registrations:
                 obj = self._find(reg.kind, reg.name)
-                reason = _availability(obj)
+                reason = regtypes.availability(obj)
                 reg.available, reg.reason = reason is None, reason
         return list(self.plugins.infos.values())
 
@@ -334,7 +334,7 @@ class Host:
         return report
 
     def _run_step(self, worker: Any) -> StepReport:
-        reason = _availability(worker)
+        reason = regtypes.availability(worker)
         if reason is not None:
             return StepReport(name=worker.name, ok=True, skipped=True)
         try:
@@ -389,7 +389,7 @@ class Host:
             section = {}
             for obj in objects:
                 entry: dict[str, Any] = {}
-                reason = _availability(obj)
+                reason = regtypes.availability(obj)
                 entry["available"] = reason is None
                 if reason is not None:
                     entry["reason"] = reason
@@ -430,15 +430,6 @@ def _make_config(config: Any, root: Path) -> Config:
         return load_config(Path(config) if config is not None else None, root)
     return Config(parse_settings(dict(config), "config mapping"), None)
 
-
-def _availability(obj: Any) -> str | None:
-    check = getattr(obj, "availability", None)
-    if not callable(check):
-        return None
-    try:
-        return check()
-    except Exception as exc:
-        return f"availability check raised {type(exc).__name__}"
 
 
 def _registration(kind: str, obj: Any) -> Registration:

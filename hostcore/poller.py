@@ -53,6 +53,7 @@ from hostcore.ledger import (
     format_utc,
     parse_utc,
 )
+from hostcore.types import availability
 from hostcore.workitems import (
     Closure,
     EventKind,
@@ -171,7 +172,7 @@ class Poller:
         summary = PollSummary(provider=provider.name)
         moment = self.clock()
         now = format_utc(moment)
-        reason = _availability(provider)
+        reason = availability(provider)
         if reason is not None:
             summary.available = False
             summary.errors.append(reason)
@@ -486,12 +487,3 @@ def hook_dispatcher(host: Host) -> Dispatch:
 
     return dispatch
 
-
-def _availability(provider: Any) -> str | None:
-    check = getattr(provider, "availability", None)
-    if not callable(check):
-        return None
-    try:
-        return check()
-    except Exception as exc:
-        return f"availability check raised {type(exc).__name__}"

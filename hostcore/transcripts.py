@@ -92,6 +92,13 @@ class ReadCounts:
                 "missing_home": self.missing_home}
 
 
+# The attributes of every transcript source's read event, one per ReadCounts field.
+READ_EVENT_ATTRIBUTES: dict[str, type[int] | type[bool]] = {
+    "files": int, "lines": int, "rows": int, "malformed": int, "oversized": int,
+    "unreadable": int, "no_cwd": int, "missing_home": bool,
+}
+
+
 def decode_cursor(cursor: str | None) -> TranscriptCursor:
     """The cursor a source persisted; an unreadable one starts over (keys dedupe)."""
     if not cursor:

@@ -150,6 +150,21 @@ KINDS: dict[str, Kind] = {
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 
 
+def availability(obj: object) -> str | None:
+    """``None`` when ``obj`` is usable, else why not (its optional ``availability()``).
+
+    A check that raises counts as unavailable: a broken check must not make a
+    component look usable.
+    """
+    check = getattr(obj, "availability", None)
+    if not callable(check):
+        return None
+    try:
+        return check()
+    except Exception as exc:
+        return f"availability check raised {type(exc).__name__}"
+
+
 def as_objects(result: object) -> list[object]:
     """A hook may return one object, an iterable of them, or ``None``."""
     if result is None:

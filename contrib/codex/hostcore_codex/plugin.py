@@ -20,7 +20,7 @@ import msgspec
 
 from hostcore.markers import hookimpl
 from hostcore.telemetry import EventSpec
-from hostcore.transcripts import TranscriptSource
+from hostcore.transcripts import READ_EVENT_ATTRIBUTES, TranscriptSource
 from hostcore_codex.source import EVENT, NAME, PATTERNS, parse_line
 
 if TYPE_CHECKING:
@@ -52,8 +52,7 @@ def hostcore_sources(host: Host) -> TranscriptSource:
 def hostcore_events() -> EventSpec:
     return EventSpec(
         EVENT,
-        {"files": int, "lines": int, "rows": int, "malformed": int, "oversized": int,
-         "unreadable": int, "no_cwd": int, "missing_home": bool},
+        READ_EVENT_ATTRIBUTES,
         "The Codex source read its rollouts: files with new lines, lines read, rows "
         "produced, lines skipped as malformed, oversized or before a session header with "
         "a cwd, files that could not be read, and whether the sessions folder is missing.",

@@ -17,10 +17,11 @@ nothing leaves.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+from hostcore.ref import fold
 
 log = logging.getLogger("hostcore.policy")
 
@@ -114,8 +115,6 @@ class Policy:
 
 
 def _digest(parts: list[tuple[str, str | None]]) -> str:
-    hasher = hashlib.sha256(b"hostcore-policy-fingerprint-v1\n")
-    for name, part in parts:
-        if part is not None:
-            hasher.update(f"{name}\x00{part}\n".encode())
-    return hasher.hexdigest()
+    # One fold of the parts by input name: the code base's one definition of how
+    # named identities combine (hostcore.ref.fold). Inputs without a part add nothing.
+    return fold({name: part for name, part in parts if part is not None})

@@ -29,6 +29,7 @@ import msgspec
 
 from hostcore.atomic import atomic_write, ensure_dir
 from hostcore.paths import ancestors, normalize_dir
+from hostcore.ref import identity
 
 CLASS_LIST_FILE = "policy/classes.tsv"
 OPT_OUT_FILE = "policy/sync-opt-out.json"
@@ -220,7 +221,7 @@ class SyncOptOut:
             return
         self._ids = frozenset(ids)
         self._error = None
-        self._part = hashlib.sha256("\n".join(sorted(self._ids)).encode()).hexdigest()
+        self._part = identity(*sorted(self._ids))
 
     def _fail(self, error: str, data: bytes) -> None:
         self._ids = frozenset()

@@ -1,0 +1,34 @@
+"""docs/cli.md names every command the CLI offers, built-in or first-party plugin."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from hostcore.builtins import BUILTIN_PLUGINS
+from hostcore.cli import build_cli
+from hostcore.plugins import load_plugins
+
+CLI_DOC = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
+
+
+def _command_paths(group: click.Group, prefix: str = "hostcore") -> list[str]:
+    paths = []
+    for name, command in group.commands.items():
+        path = f"{prefix} {name}"
+        paths.append(path)
+        if isinstance(command, click.Group):
+            paths.extend(_command_paths(command, path))
+    return paths
+
+
+def test_every_cli_command_is_documented_in_cli_md():
+    allow = "hostcore-github-capture,hostcore-file-custody,hostcore-gh"
+    plugin_set = load_plugins(BUILTIN_PLUGINS, (), load_entrypoints=True,
+                              env={"HOSTCORE_LOAD_PLUGINS": allow})
+    paths = _command_paths(build_cli(plugin_set))
+    assert "hostcore capture revalidate" in paths  # the plugins' commands were found
+    text = CLI_DOC.read_text(encoding="utf-8")
+    missing = [path for path in paths if f"`{path}" not in text]
+    assert not missing, f"docs/cli.md does not mention: {', '.join(missing)}"

@@ -10,6 +10,7 @@ governance axis as two rendered Divergences (see
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
 from hostcore.errors import ConfigError, HostcoreError
@@ -122,7 +123,7 @@ def hostcore_commands(cli: click.Group) -> None:
         done, positions_dropped.
         """
         destination = select_destination(host, name)
-        interactive = not as_json and click.get_text_stream("stderr").isatty()
+        interactive = not as_json and sys.stderr.isatty()
 
         def show(summary: ExportSummary) -> None:
             click.echo(f"\rexported {summary.rows} row(s), position {summary.position}",

@@ -141,7 +141,6 @@ class ExportSeam:
         finally:
             db.close()
 
-
     def _known_scopes(self, db: sqlite3.Connection) -> list[tuple[int, str, str]]:
         instance = db.execute("SELECT value FROM meta WHERE key = 'instance_id'").fetchone()
         if instance is None or instance[0] != self._scopes_of:

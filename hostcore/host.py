@@ -34,6 +34,7 @@ from hostcore.plugins import PluginInfo, PluginSet, Registration, load_plugins
 from hostcore.telemetry import AttrValue, Catalog, Event, Telemetry
 
 if TYPE_CHECKING:
+    from hostcore.freshness import Freshness
     from hostcore.ledger import Ledger
     from hostcore.policy import Policy
     from hostcore.poller import Poller
@@ -299,17 +300,14 @@ class Host:
 
         return Poller.for_host(self)
 
-    @property
-    def freshness(self) -> Any:
+    @functools.cached_property
+    def freshness(self) -> Freshness:
         """This process's :class:`~hostcore.freshness.Freshness` tracker of the export
         stream's observed ref: ``host.freshness.check()`` names the governance
         components that moved since the previous check (nothing on the first)."""
-        tracker = self.__dict__.get("_freshness")
-        if tracker is None:
-            from hostcore.freshness import Freshness
+        from hostcore.freshness import Freshness
 
-            tracker = self.__dict__.setdefault("_freshness", Freshness.observing(self.root))
-        return tracker
+        return Freshness.observing(self.root)
 
     # -- the tick loop -----------------------------------------------------------
 

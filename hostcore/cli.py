@@ -28,6 +28,8 @@ from hostcore.plugins import PluginSet, load_plugins
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+LOG_FORMAT = "hostcore: %(levelname)s: %(message)s"
+
 
 class HostFactory:
     """Builds the Host on first use, so ``--help`` works even with a bad config."""
@@ -98,7 +100,7 @@ def build_cli(plugin_set: PluginSet) -> click.Group:
         Start with `hostcore run --once`, then `hostcore status`.
         """
         level = [logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)]
-        logging.basicConfig(level=level, format="hostcore: %(levelname)s: %(message)s")
+        logging.getLogger().setLevel(level)
         factory = ctx.ensure_object(HostFactory)
         factory.root, factory.config = root, config_path
         ctx.call_on_close(factory.close)
@@ -228,6 +230,9 @@ def run_cli(args: list[str], *, extra_plugins: Sequence[object] = (),
             env: dict[str, str] | None = None) -> int:
     """Load plugins, build the CLI and run it; returns the exit status."""
     env = dict(os.environ if env is None else env)
+    # Before plugins load, so a plugin that fails is reported in the CLI's voice;
+    # -v/-vv only lower the level once the options are parsed.
+    logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
     try:
         plugin_set = load_plugins(BUILTIN_PLUGINS, extra_plugins, load_entrypoints=True, env=env)
         cli = build_cli(plugin_set)

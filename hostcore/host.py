@@ -429,6 +429,5 @@ def _make_config(config: Any, root: Path) -> Config:
     return Config(parse_settings(dict(config), "config mapping"), None)
 
 
-
 def _registration(kind: str, obj: Any) -> Registration:
     return Registration(kind=kind, name=obj.name)

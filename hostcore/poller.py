@@ -198,7 +198,9 @@ class Poller:
         except ProviderError as exc:
             summary.listing = "failed"
             summary.errors.append(f"listing: {exc}")
-            log.warning("provider %r could not list: %s", provider.name, exc)
+            # The message can name a repository: the kind at warning, the text at debug.
+            log.warning("provider %r could not list (ProviderError)", provider.name)
+            log.debug("provider %r could not list: %s", provider.name, exc)
             return None
         except Exception as exc:
             summary.listing = "failed"
@@ -413,7 +415,8 @@ class Poller:
         # the window (it is dated, so an unanswerable record cannot hold the queue).
         self.emit("poll.item_error", stage="closure", set=which, will_retry=True)
         summary.errors.append(message)
-        log.info("closure question failed: %s", message)
+        log.info("a closure question failed")
+        log.debug("closure question failed: %s", message)
 
     def _close(self, provider: Any, ref: str, closure: Closure, now: str) -> None:
         """The close path: stamp ``ended`` and clear control and collaborators (one

@@ -128,8 +128,9 @@ class IngestWorker:
     def _failed(self, host: Host, counts: dict[str, int], name: str, reason: str,
                 exc: Exception) -> None:
         counts["failed"] += 1
-        log.warning("source %r failed and was skipped this tick: %s: %s", name,
-                    type(exc).__name__, exc)
+        # The message can carry a path: its kind at warning, the rest at debug.
+        log.warning("source %r failed and was skipped this tick: %s", name,
+                    type(exc).__name__)
         log.debug("source %r failed", name, exc_info=True)
         host.emit("evidence.source_failed", reason=reason)
 

@@ -39,13 +39,14 @@ import msgspec
 from hostcore.atomic import atomic_write, ensure_dir
 from hostcore.errors import RecordError
 from hostcore.records import encode_json
+from hostcore.ref import identity
 from hostcore.workitems import WorkItemRef
 
 log = logging.getLogger("hostcore.ledger")
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 _TIME_SHAPE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$")
-INDEX_FORMAT = 2
+INDEX_FORMAT = 3
 # The readable part of a slug is cut to this many characters; the hash makes it unique.
 SLUG_PREFIX_LENGTH = 48
 # 32 hex digits of SHA-256 (128 bits) of the exact ref.
@@ -57,6 +58,10 @@ T = TypeVar("T")
 # Section bits in the index.
 POLL, SESSION, CONTROL, GRAPH, COLLABORATORS, ENDED = 1, 2, 4, 8, 16, 32
 TRACKING = SESSION | CONTROL | GRAPH | COLLABORATORS
+# The sections that carry a decision (see decision_member).
+DECISIONS = CONTROL | SESSION | ENDED
+
+_sorted_json = msgspec.json.Encoder(order="sorted")
 
 
 def format_utc(moment: datetime) -> str:
@@ -170,6 +175,20 @@ def record_class(record: PortableRecord) -> str:
     if bits & TRACKING:
         return "tracked"
     return "ledger_only" if bits == POLL else "other"
+
+
+def decision_member(record: PortableRecord) -> str | None:
+    """The record's member identity in the fold of decisions, or ``None`` without one.
+
+    A record carries a decision when it has a ``control``, ``session`` or
+    ``ended`` section. Its member is ``identity(ref, control, session, ended)``
+    over those sections as key-sorted JSON (``null`` when absent), so polling
+    traffic (``poll`` and the other sections) never moves it.
+    """
+    sections = (record.control, record.session, record.ended)
+    if all(section is None for section in sections):
+        return None
+    return identity(record.ref, *(_sorted_json.encode(s).decode() for s in sections))
 
 
 def slug_for(ref: str) -> str:
@@ -289,7 +308,8 @@ CREATE TABLE entries (
     updated_at TEXT NOT NULL,
     last_polled_at TEXT NOT NULL,
     size INTEGER NOT NULL,
-    mtime_ns INTEGER NOT NULL
+    mtime_ns INTEGER NOT NULL,
+    decision TEXT
 );
 CREATE INDEX entries_class ON entries (class, absent_since, ref);
 CREATE TABLE malformed (slug TEXT PRIMARY KEY, size INTEGER NOT NULL,
@@ -338,16 +358,24 @@ class Ledger:
         return record
 
     def write(self, record: PortableRecord) -> None:
-        """Write ``record`` (one atomic write) and update its index row."""
+        """Write ``record`` (one atomic write) and update its index row.
+
+        A record with a decision section is indexed as it reads back from the
+        file, exactly as a rebuild would index it (JSON turns int keys into
+        strings, for one); one that would not read back raises
+        :class:`RecordError` before anything is written.
+        """
         path = self.path_for(record.ref)
+        data = encode_record(record)
+        stored = decode_record(data, what=str(path)) if record.sections & DECISIONS else record
         with self._locked():
             db = self._fresh_index()  # the meta written below must describe a synced index
-            atomic_write(path, encode_record(record))
+            atomic_write(path, data)
             self.counters.writes += 1
             stat = path.stat()
             try:
                 with db:
-                    self._put(db, path.name[:-5], record, stat.st_size, stat.st_mtime_ns)
+                    self._put(db, path.name[:-5], stored, stat.st_size, stat.st_mtime_ns)
                     db.execute("DELETE FROM malformed WHERE slug = ?", (path.name[:-5],))
                     self._set_meta(db, "dir_mtime_ns", str(self.portable.stat().st_mtime_ns))
             except sqlite3.DatabaseError:
@@ -415,6 +443,18 @@ class Ledger:
             "SELECT ref, sections, absent_since, updated_at, last_polled_at FROM entries "
             "WHERE class = 'ledger_only' AND absent_since <= ? ORDER BY absent_since, ref",
             (cutoff,))
+
+    def decision_members(self) -> dict[str, str]:
+        """``{ref: decision_member(record)}`` for every well-formed record carrying a decision.
+
+        One index query: each member was computed when the index last took in
+        that version of the file (its size and mtime), so an unchanged ledger reads
+        no record, and a changed one reads only the changed files. As fresh as
+        every index answer (see the module docstring).
+        """
+        return self._with_index(lambda db: {
+            str(ref): str(member) for ref, member in
+            db.execute("SELECT ref, decision FROM entries WHERE decision IS NOT NULL")})
 
     def entry(self, ref: str) -> IndexEntry | None:
         rows = self._query(
@@ -570,9 +610,9 @@ class Ledger:
         poll = record.poll
         last = poll.last_polled_at if poll and isinstance(poll.last_polled_at, str) else ""
         db.execute(
-            "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (slug, record.ref, record.sections, record_class(record), absent_since_of(poll),
-             poll.updated_at if poll else "", last, size, mtime_ns))
+             poll.updated_at if poll else "", last, size, mtime_ns, decision_member(record)))
 
     def _drop_index(self) -> None:
         self.close()

@@ -21,7 +21,6 @@ machine disturbs less than wall time. Peak memory (max RSS of the process) is pr
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import shutil
@@ -178,8 +177,10 @@ def main() -> None:
             most = max(r.bytes_read for r in destination.recoveries)
         finally:
             host.close()
-        positions = [json.loads(line)["position"] for p in sorted(outbox.glob("main/*/*.jsonl"))
-                     for line in p.read_text().splitlines()]
+        reader = DirectoryDestination(outbox)
+        positions = [row.position for origin in sorted(p.name for p in (outbox / "main").iterdir()
+                                                        if p.is_dir())
+                     for row in reader.read_rows("main", origin)]
         duplicates = len(positions) - len(set(positions))
         print(f"kill:        SIGKILL with {held:,} rows held (torn line: {torn})")
         print(f"resume:      pushed {summary.rows:,} rows in {resume_s:.2f} s; "

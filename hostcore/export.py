@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -64,16 +64,21 @@ STATUS_COUNT_ROWS = 100_000
 
 EXPORT_COLUMNS = ("partition", "source_id", "session_id", "ts", "directory", "git_remote",
                   "payload", "key")
+# An encoded ExportRow is a JSON array of these, in this order (a test keeps it in step).
+EXPORT_ROW_FIELDS = ("position", *EXPORT_COLUMNS)
 
 _sorted_json = msgspec.json.Encoder(order="sorted")
 
 
-class ExportRow(msgspec.Struct, gc=False):
+class ExportRow(msgspec.Struct, gc=False, array_like=True):
     """One exported row, as a destination receives and stores it.
 
-    ``payload`` is the row's JSON payload, passed through verbatim. (``gc=False``:
-    a row holds only strings, ints and raw JSON, so it can never be part of a
-    cycle, and a million of them need not be tracked by the collector.)
+    ``payload`` is the row's JSON payload, passed through verbatim. Encoded, a
+    row is a JSON array in field order (:data:`EXPORT_ROW_FIELDS`), not an
+    object: the names would repeat on every row, and the export writes millions
+    of rows. (``gc=False``: a row holds only strings, ints and raw JSON, so it
+    can never be part of a cycle, and a million of them need not be tracked by
+    the collector.)
     """
 
     position: int
@@ -156,16 +161,13 @@ def decisions_identity(host: Host) -> str:
     """A fold over the ledger records that carry a decision, keyed by work-item ref.
 
     A record counts when it has a ``control``, ``session`` or ``ended`` section;
-    its member identity covers exactly those sections, so polling traffic
-    (``poll`` and the other sections) never moves it.
+    its member identity (:func:`hostcore.ledger.decision_member`) covers exactly
+    those sections, so polling traffic (``poll`` and the other sections) never
+    moves it. The members come from the ledger's index, which keeps each one
+    beside the file version it was computed from: an unchanged ledger costs one
+    index query, not a read of every record.
     """
-    members: dict[str, str] = {}
-    for ref, record in host.ledger.iter_records():
-        sections = (record.control, record.session, record.ended)
-        if all(section is None for section in sections):
-            continue
-        members[ref] = identity(ref, *(_sorted_json.encode(s).decode() for s in sections))
-    return fold(members)
+    return fold(host.ledger.decision_members())
 
 
 def local_governance(host: Host) -> Ref:
@@ -324,7 +326,7 @@ class Exporter:
                     max_workers=1, thread_name_prefix="hostcore-export") as pusher:
                 while True:
                     size = int(min(self.batch_rows, limit - read))
-                    chunk = list(itertools.islice(rows, size)) if size else []
+                    chunk = _next_rows(rows, size) if size else []
                     read += len(chunk)
                     if in_flight is not None:
                         observed = self._settle(*in_flight, summary, cached, observed, progress)
@@ -332,7 +334,7 @@ class Exporter:
                     if not chunk and sets == Ref():
                         summary.done = size > 0
                         break
-                    batch = ExportBatch(stream=self.stream, origin=origin, rows=_rows(chunk),
+                    batch = ExportBatch(stream=self.stream, origin=origin, rows=chunk,
                                         sets=sets, expect=expect)
                     job = pusher.submit(self.destination.push, batch)
                     in_flight = (job, len(chunk), sets)
@@ -440,9 +442,14 @@ def _governance_of(ref: Ref) -> Ref:
     return Ref(**ref.governance())
 
 
-def _rows(chunk: list[tuple[Any, ...]]) -> list[ExportRow]:
-    # Inlined unpacking: this runs once per exported row.
+def _next_rows(rows: Iterator[tuple[Any, ...]], count: int) -> list[ExportRow]:
+    """The next ``count`` rows of a seam read (fewer at its end), as ExportRows.
+
+    This runs once per exported row, so it is one comprehension with the
+    unpacking inlined, and no list of the seam's tuples is kept in between: a
+    tuple freed as soon as it is unpacked leaves its memory warm for the next.
+    """
     return [ExportRow(position, partition, source_id, session_id, ts, directory, git_remote,
                       msgspec.Raw(payload), key)
             for position, partition, source_id, session_id, ts, directory, git_remote, payload,
-            key in chunk]
+            key in itertools.islice(rows, count)]

@@ -10,8 +10,10 @@ import msgspec
 import pytest
 
 from hostcore.export import (
+    EXPORT_ROW_FIELDS,
     ExportBatch,
     Exporter,
+    ExportRow,
     apply_governance,
     decisions_identity,
     local_governance,
@@ -45,11 +47,9 @@ def add_rows(host, count: int, directory: str = "/work/a", source: str = "claude
     )
 
 
-def exported(outbox: Path) -> list[dict]:
-    lines = []
-    for segment in sorted(outbox.glob("main/*/*.jsonl")):
-        lines.extend(json.loads(line) for line in segment.read_text().splitlines())
-    return lines
+def exported(host) -> list[ExportRow]:
+    """The rows the folder holds from ``host``'s store, read back by the destination."""
+    return list(select_destination(host).read_rows("main", host.store.instance_id))
 
 
 def published_file(outbox: Path) -> Path:
@@ -73,14 +73,26 @@ def test_exports_every_permitted_row_once_in_position_order(host, outbox):
     summary = exporter(host).run()
     assert (summary.rows, summary.batches, summary.position, summary.done) == (25, 3, 25, True)
     assert summary.carried == ["context", "terms", "decisions"]  # first contact sets all three
-    rows = exported(outbox)
-    assert [r["position"] for r in rows] == list(range(1, 26))
-    assert rows[0]["payload"] == {"n": 0, "dir": "/work/a"}
-    assert set(rows[0]) == {"position", "partition", "source_id", "session_id", "ts",
-                            "directory", "git_remote", "payload", "key"}
+    rows = exported(host)
+    assert [r.position for r in rows] == list(range(1, 26))
+    assert msgspec.json.decode(rows[0].payload) == {"n": 0, "dir": "/work/a"}
+    # On disk a row is an array in EXPORT_ROW_FIELDS order.
+    first_line = next(outbox.glob("main/*/*.jsonl")).read_bytes().split(b"\n")[0]
+    assert json.loads(first_line) == [1, "sessions", "claude", "",
+                                      "2024-05-01T10:00:00.000000Z", "/work/a", "",
+                                      {"n": 0, "dir": "/work/a"}, None]
     again = exporter(host).run()
     assert (again.rows, again.batches, again.carried) == (0, 0, [])
-    assert len(exported(outbox)) == 25
+    assert len(exported(host)) == 25
+
+
+def test_an_export_row_encodes_as_an_array_in_the_documented_order():
+    assert tuple(f.name for f in msgspec.structs.fields(ExportRow)) == EXPORT_ROW_FIELDS
+    row = ExportRow(7, "p", "src", "sess", "ts", "/d", "git", msgspec.Raw(b'{"a":1}'), "k")
+    assert json.loads(msgspec.json.encode(row)) == [7, "p", "src", "sess", "ts", "/d", "git",
+                                                    {"a": 1}, "k"]
+    documented = "[" + ", ".join(EXPORT_ROW_FIELDS) + "]"
+    assert documented in (Path(__file__).parents[1] / "docs" / "freshness.md").read_text()
 
 
 def test_max_rows_bounds_a_run_and_the_next_run_continues(host, outbox):
@@ -89,7 +101,7 @@ def test_max_rows_bounds_a_run_and_the_next_run_continues(host, outbox):
     assert (first.rows, first.done) == (12, False)
     second = exporter(host).run()
     assert (second.rows, second.done) == (13, True)
-    assert [r["position"] for r in exported(outbox)] == list(range(1, 26))
+    assert [r.position for r in exported(host)] == list(range(1, 26))
 
 
 def test_a_withheld_row_is_never_exported(host, outbox):
@@ -97,8 +109,8 @@ def test_a_withheld_row_is_never_exported(host, outbox):
     add_rows(host, 5, directory="/work/secret")
     host.policy.input("class-list").set("/work/secret", "local-only")
     exporter(host).run()
-    assert {r["directory"] for r in exported(outbox)} == {"/work/a"}
-    assert len(exported(outbox)) == 5
+    assert {r.directory for r in exported(host)} == {"/work/a"}
+    assert len(exported(host)) == 5
 
 
 def test_a_policy_change_withholds_later_rows_and_retracts_nothing(host, outbox):
@@ -109,8 +121,8 @@ def test_a_policy_change_withholds_later_rows_and_retracts_nothing(host, outbox)
     add_rows(host, 2, directory="/work/a")
     summary = exporter(host).run()
     assert summary.carried == ["context"]
-    rows = exported(outbox)
-    assert [r["directory"] for r in rows] == ["/work/b"] * 3 + ["/work/a"] * 2
+    rows = exported(host)
+    assert [r.directory for r in rows] == ["/work/b"] * 3 + ["/work/a"] * 2
 
 
 def test_the_destination_position_is_the_truth_not_the_cache(host, outbox):
@@ -126,7 +138,7 @@ def test_the_destination_position_is_the_truth_not_the_cache(host, outbox):
     (host.root / CACHE_PATH).unlink()
     add_rows(host, 1)
     assert exporter(host).run().rows == 1
-    assert [r["position"] for r in exported(outbox)] == list(range(1, 14))
+    assert [r.position for r in exported(host)] == list(range(1, 14))
 
 
 def test_content_only_push_asserts_nothing_when_the_destination_moved(host, outbox):
@@ -146,7 +158,7 @@ def test_governance_push_conflicts_when_the_destination_moved(host, outbox, coll
     add_rows(host, 3)
     exporter(host).run()
     move_destination_context(outbox)
-    before = (published_file(outbox).read_bytes(), exported(outbox))
+    before = (published_file(outbox).read_bytes(), exported(host))
     host.policy.input("class-list").set("/work/elsewhere", "local-only")
     add_rows(host, 3)
     with pytest.raises(Conflict) as caught:
@@ -154,7 +166,7 @@ def test_governance_push_conflicts_when_the_destination_moved(host, outbox, coll
     assert caught.value.component == "context"
     assert caught.value.actual == "f" * 64
     assert "cannot resolve" in str(caught.value)
-    assert (published_file(outbox).read_bytes(), exported(outbox)) == before
+    assert (published_file(outbox).read_bytes(), exported(host)) == before
     assert [e.attributes for e in collected_events.named("export.conflict")] == [
         {"component": "context"}
     ]
@@ -195,7 +207,7 @@ def test_rerun_after_the_destination_wrote_governance_unrecorded_is_not_a_confli
     add_rows(host, 2)
     summary = exporter(host).run()
     assert summary.rows == 2
-    assert [r["position"] for r in exported(outbox)] == [1, 2, 3, 4, 5]
+    assert [r.position for r in exported(host)] == [1, 2, 3, 4, 5]
 
 
 def test_a_replaced_store_drops_cached_positions(host, outbox):
@@ -281,9 +293,9 @@ def test_rows_keep_their_payload_verbatim(host, outbox):
                                    payload={"text": "é\n\"quoted\"", "nested": {"a": [1, 2]}},
                                    key="k1")])
     exporter(host).run()
-    (row,) = exported(outbox)
-    assert row["payload"] == {"text": "é\n\"quoted\"", "nested": {"a": [1, 2]}}
-    assert row["key"] == "k1"
+    (row,) = exported(host)
+    assert msgspec.json.decode(row.payload) == {"text": "é\n\"quoted\"", "nested": {"a": [1, 2]}}
+    assert row.key == "k1"
     assert msgspec.json.decode(published_file(outbox).read_bytes(), type=Ref).content == 0
 
 
@@ -327,4 +339,4 @@ def test_the_worker_pushes_a_bounded_slice_and_reports_pending(host, outbox):
     assert (first.pending, first.counts) == (True, {"rows": 3, "batches": 1})
     second = worker.run(host)
     assert (second.pending, second.counts) == (False, {"rows": 2, "batches": 1})
-    assert [r["position"] for r in exported(outbox)] == [1, 2, 3, 4, 5]
+    assert [r.position for r in exported(host)] == [1, 2, 3, 4, 5]

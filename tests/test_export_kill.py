@@ -13,7 +13,9 @@ from pathlib import Path
 
 import hostcore_directory_destination.plugin as directory_plugin
 import pytest
+from hostcore_directory_destination.destination import DirectoryDestination
 
+from hostcore.export import ExportRow
 from hostcore.host import Host
 from hostcore.store import EvidenceRow
 
@@ -54,11 +56,11 @@ def permitted_positions() -> list[int]:
             for n in range(ROWS_PER_DIRECTORY)]
 
 
-def exported(outbox: Path) -> list[dict]:
-    rows = []
-    for segment in sorted(outbox.glob("main/*/*.jsonl")):
-        rows.extend(json.loads(line) for line in segment.read_text().splitlines())
-    return rows
+def exported(outbox: Path) -> list[ExportRow]:
+    """Every row the folder holds, from whichever store (the test root has one)."""
+    destination = DirectoryDestination(outbox)
+    return [row for origin in sorted(p.name for p in (outbox / "main").iterdir() if p.is_dir())
+            for row in destination.read_rows("main", origin)]
 
 
 def export(root: Path) -> subprocess.CompletedProcess[str]:
@@ -68,8 +70,8 @@ def export(root: Path) -> subprocess.CompletedProcess[str]:
 
 def check_exactly_once(outbox: Path) -> None:
     rows = exported(outbox)
-    assert [r["position"] for r in rows] == permitted_positions()
-    assert "/work/secret" not in {r["directory"] for r in rows}
+    assert [r.position for r in rows] == permitted_positions()
+    assert "/work/secret" not in {r.directory for r in rows}
 
 
 def test_sigkill_during_export_then_rerun_loses_and_duplicates_nothing(root, tmp_path):
@@ -166,6 +168,6 @@ def test_kill_after_a_governance_write_before_the_host_recorded_it(root, tmp_pat
     rerun = export(root)
     assert rerun.returncode == 0, rerun.stderr  # the write already stands: no conflict
     rows = exported(outbox)
-    positions = [r["position"] for r in rows]
+    positions = [r.position for r in rows]
     assert positions == [*permitted_positions(), *range(3 * ROWS_PER_DIRECTORY + 1,
                                                       3 * ROWS_PER_DIRECTORY + 4)]

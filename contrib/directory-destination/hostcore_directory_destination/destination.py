@@ -8,10 +8,19 @@ Layout under the destination folder::
 
 ``<origin>`` is the identity of the store the rows came from (positions of two
 stores are two feeds, so several hosts can forward into one folder), and
-``<first>`` the 20-digit position of the segment's first row. Each line is one
-``hostcore.export.ExportRow`` as a JSON object, ``position`` first. A segment is
+``<first>`` the 20-digit position of the segment's first row. A segment is
 only ever appended to; the next push after it reaches ``segment_bytes`` starts a
 new one.
+
+Each line is one ``hostcore.export.ExportRow`` encoded as a JSON array, its
+fields in this order (``hostcore.export.EXPORT_ROW_FIELDS``)::
+
+    [position, partition, source_id, session_id, ts, directory, git_remote, payload, key]
+
+``payload`` is the row's JSON object as stored, ``key`` a string or ``null``.
+An array rather than an object because the names would otherwise repeat on
+every line: about 30% of the bytes written. :meth:`DirectoryDestination.read_rows`
+reads the rows back as ``ExportRow`` values.
 
 Durability and recovery. A push writes its rows and syncs (fdatasync) the
 segment (and the folder when it created the segment), then replaces
@@ -26,8 +35,11 @@ reads backwards from the end of one segment only.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import fcntl
+import itertools
+import operator
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -59,8 +71,13 @@ class DestinationError(HostcoreError):
     """The folder holds something this destination will not guess about."""
 
 
-class _Position(msgspec.Struct):
+class _Position(msgspec.Struct, array_like=True):
+    """The first element of a row's array; the rest of the line is only checked to parse."""
+
     position: int
+
+
+_row_decoder = msgspec.json.Decoder(ExportRow)
 
 
 @dataclass
@@ -149,6 +166,25 @@ class DirectoryDestination:
         if not origin_dir.is_dir():
             return []
         return sorted(origin_dir.glob(f"*{SEGMENT_SUFFIX}"))
+
+    def read_rows(self, stream: str, origin: str) -> Iterator[ExportRow]:
+        """The rows held from ``origin`` for ``stream``, in the order they were appended.
+
+        Reads without locking or repairing, one line at a time. A final line
+        without its newline is not durable (a write under way, or torn by a kill
+        and cut by the next push) and is not returned. A complete line that is
+        not a row raises :class:`DestinationError` naming the segment and line.
+        """
+        for segment in self.segments(stream, origin):
+            with open(segment, "rb") as handle:
+                for number, line in enumerate(handle, start=1):
+                    if not line.endswith(b"\n"):
+                        break
+                    try:
+                        yield _row_decoder.decode(line)
+                    except msgspec.DecodeError as exc:
+                        raise DestinationError(f"{segment}: line {number} is not an exported "
+                                               f"row ({exc})") from None
 
     def _all_segments(self) -> Iterator[Path]:
         if self.path is None or not self.path.is_dir():
@@ -253,17 +289,21 @@ def _component(what: str, value: str) -> str:
     return value
 
 
+_position_of = operator.attrgetter("position")
+
+
 def _rows_past(rows: list[ExportRow], position: int) -> list[ExportRow]:
-    """The rows after ``position``, checked to ascend; rows at or below it are dropped."""
-    start = 0
-    while start < len(rows) and rows[start].position <= position:
-        start += 1
-    last = position
-    for row in rows[start:] if start else rows:
-        if row.position <= last:
-            raise DestinationError(f"batch rows are not in ascending position order at "
-                                   f"position {row.position}; nothing was written")
-        last = row.position
+    """The rows after ``position``; rows at or below it are dropped.
+
+    The whole batch must ascend strictly, or nothing of it is taken. (The checks
+    run as C loops over the positions: this sees every exported row.)
+    """
+    positions = list(map(_position_of, rows))
+    if not all(map(operator.lt, positions, itertools.islice(positions, 1, None))):
+        at = next(b for a, b in itertools.pairwise(positions) if b <= a)
+        raise DestinationError(f"batch rows are not in ascending position order at "
+                               f"position {at}; nothing was written")
+    start = bisect.bisect_right(positions, position)
     return rows[start:] if start else rows
 
 

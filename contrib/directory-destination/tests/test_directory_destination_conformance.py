@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import hostcore_directory_destination.plugin as directory_plugin
 import pytest
 
@@ -23,7 +21,5 @@ class TestDirectoryDestinationConformance(DestinationConformance):
     def held_positions(self):
         def read_back(host, stream, origin):
             destination = next(d for d in host.destinations if d.name == "directory")
-            return [json.loads(line)["position"]
-                    for segment in destination.segments(stream, origin)
-                    for line in segment.read_text().splitlines()]
+            return [row.position for row in destination.read_rows(stream, origin)]
         return read_back

@@ -33,10 +33,7 @@ def batch(*positions: int, sets: Ref = Ref(), expect: Ref = Ref(), size: int = 1
 
 
 def positions(destination: DirectoryDestination, origin: str = ORIGIN) -> list[int]:
-    found = []
-    for segment in destination.segments("main", origin):
-        found += [json.loads(line)["position"] for line in segment.read_text().splitlines()]
-    return found
+    return [r.position for r in destination.read_rows("main", origin)]
 
 
 @pytest.fixture
@@ -65,6 +62,8 @@ def test_rows_out_of_order_are_refused_and_nothing_is_written(folder):
         folder.push(batch(4, 3))
     with pytest.raises(DestinationError, match="ascending"):
         folder.push(batch(2, 2))
+    with pytest.raises(DestinationError, match="ascending"):
+        folder.push(batch(1, 1, 2))  # the whole batch must ascend, the dropped part too
     assert positions(folder) == [1]
 
 
@@ -73,7 +72,7 @@ def test_a_torn_final_line_is_cut_by_the_next_push(tmp_path):
     folder = DirectoryDestination(tmp_path / "outbox", on_recover=recovered.append)
     folder.push(batch(1, 2, 3))
     (segment,) = folder.segments("main", ORIGIN)
-    torn = b'{"position":4,"partition":"sess'  # a write killed midway
+    torn = b'[4,"sessions","cla'  # a write killed midway
     with open(segment, "ab") as handle:
         handle.write(torn)
     size = segment.stat().st_size
@@ -89,7 +88,7 @@ def test_a_segment_with_no_complete_line_is_removed(tmp_path):
     folder.push(batch(1))
     folder.push(batch(2))
     _older, newer = folder.segments("main", ORIGIN)
-    newer.write_bytes(b'{"posit')  # the first write into a new segment was cut short
+    newer.write_bytes(b'[2,"sess')  # the first write into a new segment was cut short
     assert folder.published("main", ORIGIN).content == 1
     folder.push(batch(2, 3))
     assert folder.last_recovery.segments_dropped == 1
@@ -149,13 +148,49 @@ def test_an_undecodable_published_ref_stops_the_push(folder):
     assert positions(folder) == [1]
 
 
-def test_a_last_line_that_is_not_a_row_stops_the_push(folder):
+@pytest.mark.parametrize("line", [b"garbage\n", b'{"position": 2}\n', b"[]\n"])
+def test_a_last_line_that_is_not_a_row_stops_the_push(folder, line):
     folder.push(batch(1))
     (segment,) = folder.segments("main", ORIGIN)
     with open(segment, "ab") as handle:
-        handle.write(b"garbage\n")
+        handle.write(line)
     with pytest.raises(DestinationError, match="refusing to guess"):
         folder.push(batch(2))
+
+
+def test_lines_are_arrays_in_export_row_field_order(folder):
+    folder.push(batch(3))
+    (segment,) = folder.segments("main", ORIGIN)
+    assert json.loads(segment.read_bytes()) == [
+        3, "sessions", "claude", "s1", "2024-05-01T10:00:00Z", "/work/a", "",
+        {"n": 3, "pad": "x" * 10}, None]
+
+
+def test_read_rows_returns_the_rows_pushed_across_segments(tmp_path):
+    folder = DirectoryDestination(tmp_path / "outbox", segment_bytes=200)
+    pushed = [row(p) for p in range(1, 8)]
+    for start in range(0, 7, 2):
+        folder.push(ExportBatch(stream="main", origin=ORIGIN, rows=pushed[start:start + 2]))
+    assert len(folder.segments("main", ORIGIN)) > 1
+    assert list(folder.read_rows("main", ORIGIN)) == pushed
+    assert list(folder.read_rows("main", "another-store")) == []
+
+
+def test_read_rows_leaves_out_a_torn_final_line(folder):
+    folder.push(batch(1, 2))
+    (segment,) = folder.segments("main", ORIGIN)
+    with open(segment, "ab") as handle:
+        handle.write(b'[3,"sess')
+    assert [r.position for r in folder.read_rows("main", ORIGIN)] == [1, 2]
+
+
+def test_read_rows_names_the_segment_and_line_that_is_not_a_row(folder):
+    folder.push(batch(1))
+    (segment,) = folder.segments("main", ORIGIN)
+    with open(segment, "ab") as handle:
+        handle.write(b'{"position": 2}\n')
+    with pytest.raises(DestinationError, match=rf"{segment.name}: line 2 is not an exported row"):
+        list(folder.read_rows("main", ORIGIN))
 
 
 @pytest.mark.parametrize("name", ["..", "a/b", "", ".hidden", "x" * 200, "a\x00b"])

@@ -59,7 +59,7 @@ def test_recovery_is_reported_as_counts(make_host, tmp_path, collected_events):
     Exporter(host, select_destination(host)).run()
     (segment,) = (tmp_path / "outbox").glob("main/*/*.jsonl")
     with open(segment, "ab") as handle:
-        handle.write(b'{"posi')
+        handle.write(b'[2,"se')
     host.store.append([EvidenceRow(partition="p", source_id="s", directory="/w", payload={})])
     assert Exporter(host, select_destination(host)).run().rows == 1
     assert [e.attributes for e in collected_events.named("directory_destination.recovered")] == [

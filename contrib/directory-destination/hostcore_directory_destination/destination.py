@@ -35,11 +35,8 @@ reads backwards from the end of one segment only.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import fcntl
-import itertools
-import operator
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -289,21 +286,17 @@ def _component(what: str, value: str) -> str:
     return value
 
 
-_position_of = operator.attrgetter("position")
-
-
 def _rows_past(rows: list[ExportRow], position: int) -> list[ExportRow]:
-    """The rows after ``position``; rows at or below it are dropped.
-
-    The whole batch must ascend strictly, or nothing of it is taken. (The checks
-    run as C loops over the positions: this sees every exported row.)
-    """
-    positions = list(map(_position_of, rows))
-    if not all(map(operator.lt, positions, itertools.islice(positions, 1, None))):
-        at = next(b for a, b in itertools.pairwise(positions) if b <= a)
-        raise DestinationError(f"batch rows are not in ascending position order at "
-                               f"position {at}; nothing was written")
-    start = bisect.bisect_right(positions, position)
+    """The rows after ``position``, checked to ascend; rows at or below it are dropped."""
+    start = 0
+    while start < len(rows) and rows[start].position <= position:
+        start += 1
+    last = position
+    for row in rows[start:] if start else rows:
+        if row.position <= last:
+            raise DestinationError(f"batch rows are not in ascending position order at "
+                                   f"position {row.position}; nothing was written")
+        last = row.position
     return rows[start:] if start else rows
 
 

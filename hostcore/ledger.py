@@ -11,8 +11,10 @@ A record has sections: ``poll`` (the poller's memory of the item), ``session``,
 verbatim) and ``ended`` (the closure stamp). Sections and fields this version
 does not know are kept on rewrite. Every change is one atomic write of the record.
 
-The index answers the poller's candidate queries without opening every record. It
-is a hint: the poller re-reads a record before acting on it. It is validated
+The index answers the poller's candidate queries without opening every record, and
+keeps each decision-bearing record's :func:`decision_member` (the export's
+``decisions`` identity folds them). It is a hint: the poller re-reads a record
+before acting on it. It is validated
 against the ``portable`` folder's modification time (every atomic write renames
 into that folder, which moves its mtime) and re-synchronised by comparing each
 file's size and mtime with what it recorded; only changed files are read. An

@@ -25,6 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import msgspec
+
 from hostcore import Host, hookimpl
 from hostcore.workitems import (
     Closure,
@@ -138,9 +140,14 @@ def main(root: Path) -> dict[str, object]:
         host.tick()  # the poller lists agent:1: an "opened" event; the export runs
         moved.append(host.freshness.check())  # first check: the baseline
 
+        # The agent takes the task on: a session section makes the record tracked,
+        # so the poller asks about it every cycle it is missing from the listing
+        # (a poll-only record would wait for the ledger-only window instead).
+        host.ledger.update("agent:1", lambda record: msgspec.structs.replace(
+            record, session={"agent": "embedding-agent", "state": "working"}))
         agent.tasks.states["agent:1"] = "closed"
         host.tick()  # agent:1 left the listing; the poller asks, hears "closed", and
-        # stamps the ledger record ended: a decision, so the decisions identity moves
+        # stamps the ledger record ended: decisions, so the decisions identity moves
         moved.append(host.freshness.check())
 
         agent.private.directories.add("/home/someone/clients/acme")

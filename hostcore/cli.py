@@ -79,6 +79,14 @@ def print_table(rows: Iterable[Sequence[Any]], headers: Sequence[str]) -> None:
         click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
 
 
+def stop_on_signals() -> threading.Event:
+    """An event SIGINT and SIGTERM set: loops check it between steps and stop cleanly."""
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    return stop
+
+
 def build_cli(plugin_set: PluginSet) -> click.Group:
     """The root command group, with built-in and plugin subcommands attached."""
 
@@ -155,9 +163,7 @@ def run_command(host: Host, once: bool, as_json: bool) -> None:
         if not report.ok:
             raise SystemExit(1)
         return
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
+    stop = stop_on_signals()
     click.echo(f"hostcore: running on {host.root} (Ctrl-C to stop)", err=True)
     report = host.run(stop)
     click.echo("hostcore: stopped", err=True)

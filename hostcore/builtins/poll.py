@@ -8,8 +8,6 @@ cycle and exits, for cron; ``hostcore poll`` cycles until SIGINT or SIGTERM.
 
 from __future__ import annotations
 
-import signal
-import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -108,7 +106,7 @@ def hostcore_workers(host: Host) -> PollWorker:
 def hostcore_commands(cli: click.Group) -> None:
     import click
 
-    from hostcore.cli import emit_json, json_option, pass_host
+    from hostcore.cli import emit_json, json_option, pass_host, stop_on_signals
 
     @cli.command("poll")
     @click.option("--once", is_flag=True, help="Run one cycle and exit (for cron).")
@@ -132,9 +130,7 @@ def hostcore_commands(cli: click.Group) -> None:
             if any(not s.available or s.listing == "failed" for s in summaries):
                 raise SystemExit(1)
             return
-        stop = threading.Event()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, lambda *_: stop.set())
+        stop = stop_on_signals()
         click.echo(f"hostcore: polling from {host.root} (Ctrl-C to stop)", err=True)
         while not stop.is_set():
             with host.step_lock():

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from typing import Any
 
@@ -276,6 +277,10 @@ def test_poll_loop_stops_on_sigterm_and_sigint(tmp_path):
         env = {**os.environ, "HOSTCORE_ROOT": str(root), "HOSTCORE_LOAD_PLUGINS": ""}
         proc = subprocess.Popen([sys.executable, "-m", "hostcore", "poll"], env=env,
                                 stderr=subprocess.PIPE, text=True)
+        # A loop that never prints must fail the test, not hang it: the kill ends the
+        # readline below with EOF.
+        watchdog = threading.Timer(60, proc.kill)
+        watchdog.start()
         try:
             assert "polling from" in proc.stderr.readline()
             assert "no work-item provider" in proc.stderr.readline()  # a cycle ran
@@ -284,6 +289,7 @@ def test_poll_loop_stops_on_sigterm_and_sigint(tmp_path):
             assert proc.wait(timeout=20) == 0
             assert "stopped" in proc.stderr.read()
         finally:
+            watchdog.cancel()
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()

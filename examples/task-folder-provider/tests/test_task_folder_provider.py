@@ -3,6 +3,9 @@ poller driving it end to end through a host."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
+import msgspec
 import pytest
 import task_folder_provider.plugin as task_folder
 
@@ -16,6 +19,7 @@ def write_task(folder, task_id, state="open", title="A task"):
     (folder / f"{task_id}.toml").write_text(f'title = "{title}"\nstate = "{state}"\n')
 
 
+A_DAY_AGO = (datetime.now(UTC) - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
 CONFIG = {"plugins": {"task-folder": {"folders": {"inbox": "tasks/inbox",
                                                   "work": "tasks/work"}}}}
 
@@ -129,6 +133,11 @@ def test_the_poller_reports_a_task_opening_and_being_done(make_host):
     (host.root / "tasks" / "inbox").mkdir(parents=True)
     assert host.tick().ok
     write_task(work, "release-notes", state="done")
+    # A done task leaves the listing; the poller asks about an unlisted poll-only
+    # record once it has been absent for the ledger-only window (measured on the
+    # ledger's second-precision timestamps), so date the last sighting a day back.
+    host.ledger.update("task:work/release-notes", lambda record: msgspec.structs.replace(
+        record, poll=msgspec.structs.replace(record.poll, last_polled_at=A_DAY_AGO)))
     assert host.tick().ok
     assert listener.events == [("opened", "task:work/release-notes"),
                                ("closed", "task:work/release-notes")]

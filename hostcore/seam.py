@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from hostcore.errors import HostcoreError
@@ -167,14 +167,7 @@ def _permitted_flags(scopes: list[tuple[int, str, str]], policy: Policy) -> byte
 
 
 def _select_tuples(partition: str | None, columns: Sequence[str]) -> str:
-    if isinstance(columns, str):
-        raise SeamError(f"columns {columns!r}: expected a sequence of column names, "
-                        "not one string")
-    unknown = [c for c in columns if c not in TUPLE_COLUMNS]
-    if unknown:
-        raise SeamError(f"unknown tuple column(s) {', '.join(map(repr, unknown))}; "
-                        f"tuples offer {', '.join(TUPLE_COLUMNS)}")
-    exprs = [TUPLE_COLUMNS[c] for c in columns]
+    exprs = _column_exprs(columns, TUPLE_COLUMNS, "tuples")
     joins = " JOIN scopes s ON s.id = t.scope" if any(e.startswith("s.") for e in exprs) else ""
     where = "t.id > ? AND substr(?, t.scope + 1, 1) = x'01'"
     if partition is not None:
@@ -183,20 +176,25 @@ def _select_tuples(partition: str | None, columns: Sequence[str]) -> str:
     return f"SELECT {select} FROM tuples t{joins} WHERE {where} ORDER BY t.id"
 
 
+def _column_exprs(columns: Sequence[str], offered: Mapping[str, str], who: str) -> list[str]:
+    """The SQL expressions of ``columns``, or :class:`SeamError` naming the bad ones."""
+    if isinstance(columns, str):
+        raise SeamError(f"columns {columns!r}: expected a sequence of column names, "
+                        "not one string")
+    unknown = [c for c in columns if c not in offered]
+    if unknown:
+        raise SeamError(f"unknown column(s) {', '.join(map(repr, unknown))}; "
+                        f"{who} offers {', '.join(offered)}")
+    return [offered[c] for c in columns]
+
+
 def _check_cursor(cursor: int) -> None:
     if isinstance(cursor, bool) or not isinstance(cursor, int) or cursor < 0:
         raise SeamError(f"cursor {cursor!r}: expected a position (an int >= 0)")
 
 
 def _select(partition: str | None, columns: Sequence[str]) -> str:
-    if isinstance(columns, str):
-        raise SeamError(f"columns {columns!r}: expected a sequence of column names, "
-                        "not one string")
-    unknown = [c for c in columns if c not in COLUMNS]
-    if unknown:
-        raise SeamError(f"unknown column(s) {', '.join(map(repr, unknown))}; "
-                        f"the seam offers {', '.join(COLUMNS)}")
-    exprs = [COLUMNS[c] for c in columns]
+    exprs = _column_exprs(columns, COLUMNS, "the seam")
     joins = ""
     if any(e.startswith("p.") for e in exprs):
         joins += " JOIN partitions p ON p.id = r.part"

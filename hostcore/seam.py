@@ -167,7 +167,7 @@ def _permitted_flags(scopes: list[tuple[int, str, str]], policy: Policy) -> byte
 
 
 def _select_tuples(partition: str | None, columns: Sequence[str]) -> str:
-    exprs = _column_exprs(columns, TUPLE_COLUMNS, "tuples")
+    exprs = _column_exprs(columns, TUPLE_COLUMNS, "tuple reads offer")
     joins = " JOIN scopes s ON s.id = t.scope" if any(e.startswith("s.") for e in exprs) else ""
     where = "t.id > ? AND substr(?, t.scope + 1, 1) = x'01'"
     if partition is not None:
@@ -176,7 +176,7 @@ def _select_tuples(partition: str | None, columns: Sequence[str]) -> str:
     return f"SELECT {select} FROM tuples t{joins} WHERE {where} ORDER BY t.id"
 
 
-def _column_exprs(columns: Sequence[str], offered: Mapping[str, str], who: str) -> list[str]:
+def _column_exprs(columns: Sequence[str], offered: Mapping[str, str], offers: str) -> list[str]:
     """The SQL expressions of ``columns``, or :class:`SeamError` naming the bad ones."""
     if isinstance(columns, str):
         raise SeamError(f"columns {columns!r}: expected a sequence of column names, "
@@ -184,7 +184,7 @@ def _column_exprs(columns: Sequence[str], offered: Mapping[str, str], who: str) 
     unknown = [c for c in columns if c not in offered]
     if unknown:
         raise SeamError(f"unknown column(s) {', '.join(map(repr, unknown))}; "
-                        f"{who} offers {', '.join(offered)}")
+                        f"{offers} {', '.join(offered)}")
     return [offered[c] for c in columns]
 
 
@@ -194,7 +194,7 @@ def _check_cursor(cursor: int) -> None:
 
 
 def _select(partition: str | None, columns: Sequence[str]) -> str:
-    exprs = _column_exprs(columns, COLUMNS, "the seam")
+    exprs = _column_exprs(columns, COLUMNS, "the seam offers")
     joins = ""
     if any(e.startswith("p.") for e in exprs):
         joins += " JOIN partitions p ON p.id = r.part"

@@ -19,12 +19,14 @@ Usage: ``python benchmarks/decisions_identity.py [--records N] [--quick]``.
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+# The same raw baseline as the poll-cycle benchmark beside this script.
+from poll_cycle import read_raw
 
 from hostcore.export import decisions_identity
 from hostcore.host import Host
@@ -52,15 +54,6 @@ def plant(folder: Path, count: int) -> None:
             ended=EndedStamp(at="2026-01-02T00:00:00Z", state="closed") if n % 7 == 0 else None,
         )
         ledger.path_for(record.ref).write_bytes(encode_record(record))
-
-
-def read_raw(folder: Path) -> float:
-    started = time.perf_counter()
-    portable = folder / "portable"
-    for name in os.listdir(portable):
-        with open(portable / name, "rb") as handle:
-            handle.read()
-    return time.perf_counter() - started
 
 
 def full_read(folder: Path) -> str:

@@ -27,9 +27,9 @@ from typing import Any, Literal
 
 import msgspec
 
-from hostcore.atomic import atomic_write
 from hostcore.errors import RecordError
 from hostcore.records import decode_json, encode_json
+from hostcore_file_custody.fsio import publish
 from hostcore_file_custody.hooks import NO_HOOKS, SweepHooks
 from hostcore_file_custody.registry import HeartbeatRegistry, is_generation_id
 from hostcore_file_custody.revision import FileRevision
@@ -107,7 +107,7 @@ class AuditJournal:
     def append(self, record: AuditRecord) -> None:
         """Persist ``record``; raises ``OSError`` with nothing half-written."""
         path = self.registry.audit_dir / f"{record.record_id}.json"
-        atomic_write(path, encode_json([record]), durable=False)
+        publish(path, encode_json([record]), durable=False)
         self._written.append((path, record))
 
     def seal(self) -> None:
@@ -119,12 +119,12 @@ class AuditJournal:
         if not self._written:
             return
         try:
-            atomic_write(self.registry.audit_dir / f"{_audit_name()}.json",
-                         encode_json([record for _, record in self._written]))
+            publish(self.registry.audit_dir / f"{_audit_name()}.json",
+                    encode_json([record for _, record in self._written]), durable=True)
         except OSError:
             return
         for path, _ in self._written:
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(OSError):
                 path.unlink()
         self._written = []
 

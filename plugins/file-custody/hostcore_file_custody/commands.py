@@ -1,18 +1,27 @@
-"""``hostcore custody status`` and ``hostcore custody recover``."""
+"""``hostcore custody status`` and ``hostcore custody recover [--release PATH]``."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from hostcore.cli import emit_json, json_option, pass_host, print_table
+from hostcore.plugin.cli import emit_json, json_option, pass_host, print_table
 from hostcore_file_custody.registry import HeartbeatRegistry
 from hostcore_file_custody.status import custody_status
-from hostcore_file_custody.worker import recover_registry, recovery_counts, registry_path
+from hostcore_file_custody.support import AVAILABLE, UNAVAILABLE_MESSAGE
 
 if TYPE_CHECKING:
     from hostcore.host import Host
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f}{unit}"
+    return f"{seconds:.0f}s"
 
 
 def add_commands(cli: click.Group) -> None:
@@ -24,38 +33,79 @@ def add_commands(cli: click.Group) -> None:
     @json_option
     @pass_host
     def status(host: Host, as_json: bool) -> None:
-        """Show the registry's counts: heartbeats, stale ones, pending pins, audits.
+        """Show the registry's counts and every operation held in custody.
 
-        Takes no lock. Keys of --json: registry, exists, counts.{heartbeats,
-        stale_heartbeats, pending_pins, retained_pins, malformed_manifests,
-        protected_folders, observations, diagnostics, unreadable_audit_records},
-        folders.<folder>.{manifests, pins, retained, malformed, protected}.
+        Takes no lock. Keys of --json: registry, available, exists,
+        counts.{heartbeats, stale_heartbeats, pending_pins, retained_pins,
+        malformed_manifests, protected_folders, foreign_manifests,
+        oldest_foreign_age_seconds, released_evidence, unhandled, observations,
+        diagnostics, unreadable_audit_records}, folders.<folder>.{manifests, pins,
+        retained, malformed, foreign, other_folder, released, protected},
+        operations[].{folder, op, source_path, state, owner, age_seconds, pinned,
+        protects, location, note}, last_sweep.{finished_at, counts}.
         """
+        from hostcore_file_custody.worker import registry_path
+
         report = custody_status(HeartbeatRegistry(registry_path(host)))
         if as_json:
             emit_json(report)
+            return
+        if not report["available"]:
+            click.echo(UNAVAILABLE_MESSAGE)
             return
         click.echo(f"registry: {report['registry']}"
                    + ("" if report["exists"] else " (does not exist)"))
         for key, value in report["counts"].items():
             click.echo(f"{key}: {value}")
+        if report["operations"]:
+            print_table(((o["folder"], o["source_path"] or "(unknown)", o["state"], o["owner"],
+                          _age(o["age_seconds"]), o["protects"], o["location"])
+                         for o in report["operations"]),
+                        ("FOLDER", "SOURCE", "STATE", "OWNER", "AGE", "PROTECTS", "LOCATION"))
 
     @custody.command("recover")
+    @click.option("--release", "release", multiple=True, metavar="PATH",
+                  help="Release the custody operation at PATH (a LOCATION from `custody "
+                       "status`, or a source path), keeping its evidence. Repeatable.")
     @json_option
     @pass_host
-    def recover(host: Host, as_json: bool) -> None:
+    def recover(host: Host, release: tuple[str, ...], as_json: bool) -> None:
         """Finish or undo deletions interrupted by a dead process.
 
         Acts only on operations of this host and PID namespace whose creator is
-        proven dead (or that were retained); keeps everything else and says why.
-        Keys of --json: registry, counts.<outcome>, results[].{folder, source_path,
-        outcome, recovery_location, reason}.
+        proven dead (or that were retained); keeps everything else and says why,
+        with its age. Keys of --json: registry, counts.<outcome>,
+        results[].{folder, source_path, outcome, recovery_location, reason,
+        age_seconds}.
+
+        With --release PATH, releases what recovery keeps instead: refused while
+        the operation's creator is provably alive; a pinned file goes back to its
+        source path when that is free; the rest moves to `.custody-released/`
+        beside the folder. Keys of --json: released[].{op, outcome, source_path,
+        evidence_location, reason}. Exit code 1 when any release was refused.
         """
+        from hostcore_file_custody.worker import (
+            recover_registry,
+            recovery_counts,
+            registry_path,
+        )
+
+        if not AVAILABLE:
+            if as_json:
+                emit_json({"available": False, "message": UNAVAILABLE_MESSAGE})
+            else:
+                click.echo(UNAVAILABLE_MESSAGE)
+            return
+        if release:
+            _release(release, as_json)
+            return
         registry = HeartbeatRegistry(registry_path(host))
         results = recover_registry(registry) if registry.root.is_dir() else {}
-        rows = [{"folder": folder, "source_path": r.source_path, "outcome": r.outcome,
-                 "recovery_location": r.recovery_location, "reason": r.reason}
-                for folder, folder_results in results.items() for r in folder_results]
+        rows: list[dict[str, Any]] = [
+            {"folder": folder, "source_path": r.source_path, "outcome": r.outcome,
+             "recovery_location": r.recovery_location, "reason": r.reason,
+             "age_seconds": r.age_seconds}
+            for folder, folder_results in results.items() for r in folder_results]
         if as_json:
             emit_json({"registry": str(registry.root), "counts": recovery_counts(results),
                        "results": rows})
@@ -64,5 +114,24 @@ def add_commands(cli: click.Group) -> None:
             click.echo("nothing to recover")
             return
         print_table(((r["folder"], r["source_path"] or "(unknown)", r["outcome"],
-                      r["recovery_location"] or "-", r["reason"]) for r in rows),
-                    ("FOLDER", "SOURCE", "OUTCOME", "RECOVERY LOCATION", "REASON"))
+                      _age(r["age_seconds"]), r["recovery_location"] or "-", r["reason"])
+                     for r in rows),
+                    ("FOLDER", "SOURCE", "OUTCOME", "AGE", "RECOVERY LOCATION", "REASON"))
+
+
+def _release(paths: tuple[str, ...], as_json: bool) -> None:
+    from hostcore_file_custody.release import release_custody
+
+    results = [result for path in paths for result in release_custody(path)]
+    refused = any(r.outcome.startswith("refused") or r.outcome in ("not-found", "kept-error")
+                  for r in results)
+    if as_json:
+        import msgspec
+
+        emit_json({"released": [msgspec.structs.asdict(r) for r in results]})
+    else:
+        print_table(((r.op or "-", r.source_path or "(unknown)", r.outcome,
+                      r.evidence_location or "-", r.reason) for r in results),
+                    ("OPERATION", "SOURCE", "OUTCOME", "EVIDENCE", "REASON"))
+    if refused:
+        raise SystemExit(1)

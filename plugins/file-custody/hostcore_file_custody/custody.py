@@ -12,7 +12,12 @@ custody its thread already holds (``nested=True``), so a publication inside a
 nested call still has to recheck its captured generation. Other threads
 wait for a session's custody (an in-process mutex, counted like a lock) but are
 refused a sweep's or a standalone writer's. Unrelated instances have unrelated
-lock files and never wait on each other. Custody does not survive ``fork``.
+lock files and never wait on each other.
+
+Custody does not survive ``fork``: the child's copies of the lock descriptors
+are closed as it starts (see :mod:`.locks`), every custody it inherited is
+marked closed, so it can neither keep a dead parent's instance locked nor act
+through its parent's custody.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +33,13 @@ from pathlib import Path
 import tenacity
 
 from hostcore_file_custody.errors import CustodyRefused
-from hostcore_file_custody.locks import LOCK_RETRY_PAUSE_SECONDS, LOCKS, lock_exclusive
+from hostcore_file_custody.locks import (
+    LOCK_RETRY_PAUSE_SECONDS,
+    LOCKS,
+    LockFile,
+    Role,
+    lock_exclusive,
+)
 
 # How long another thread of a session's process waits for the session's custody.
 SESSION_MUTEX_WAIT_SECONDS = 5.0
@@ -36,21 +48,41 @@ SESSION_MUTEX_WAIT_SECONDS = 5.0
 class _Held:
     """Custody this process holds on one lock file."""
 
-    def __init__(self, lock_path: Path, fd: int, *, lifetime: bool) -> None:
+    def __init__(self, lock_path: Path, lock: LockFile, *, lifetime: bool) -> None:
         self.lock_path = lock_path
-        self.fd = fd
+        self.lock = lock
         self.lifetime = lifetime
         self.mutex = threading.Lock()
         self.owner_thread: int | None = None
         self.depth = 0
         self.closed = False
         self.discard_when: Callable[[], bool] | None = None
+        _EVERY_HELD.add(self)
+
+    @property
+    def fd(self) -> int:
+        return self.lock.fd
 
 
 # Custody held by this process, keyed by lock file path. Entries are added only
 # after the kernel lock is taken and removed before it is released, so a
 # thread that finds no entry competes through the kernel lock.
 _HELD: dict[str, _Held] = {}
+# Every custody object alive in this process, so a forked child can mark them closed.
+_EVERY_HELD: weakref.WeakSet[_Held] = weakref.WeakSet()
+
+
+def _forget_custody_in_child() -> None:
+    # The lock descriptors themselves are closed by locks.py's fork handler.
+    for held in list(_EVERY_HELD):
+        held.closed = True
+        held.mutex = threading.Lock()  # another thread may have held it at the fork
+        held.owner_thread, held.depth = None, 0
+    _HELD.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_custody_in_child)
 
 
 @dataclass(frozen=True)
@@ -82,12 +114,13 @@ def _key(lock_path: Path) -> str:
 
 @contextlib.contextmanager
 def hold_custody(lock_path: Path, instance: str, *, wait_seconds: float = 0.0,
-                 reuse: bool = True) -> Iterator[Custody]:
+                 reuse: bool = True, role: Role = "writer") -> Iterator[Custody]:
     """Hold custody of ``instance`` (whose lock file is ``lock_path``) for the block.
 
     ``reuse=False`` never reuses custody held in this process (a sweep must not
-    act through a live session's custody). Raises :class:`CustodyRefused` when a
-    live or uncertain competing owner holds it past ``wait_seconds``.
+    act through a live session's custody). ``role`` is written into the lock file
+    for competing lockers to read. Raises :class:`CustodyRefused` when a live or
+    uncertain competing owner holds it past ``wait_seconds``.
     """
     key = _key(lock_path)
     me = threading.get_ident()
@@ -103,27 +136,28 @@ def hold_custody(lock_path: Path, instance: str, *, wait_seconds: float = 0.0,
         with _session_custody(held, instance) as custody:
             yield custody
         return
-    fd = _take(lock_path, key, wait_seconds, reuse)
-    held = _Held(lock_path, fd, lifetime=False)
+    lock = _take(lock_path, key, wait_seconds, role)
+    held = _Held(lock_path, lock, lifetime=False)
     held.mutex.acquire()  # a fresh mutex nobody else can see yet: uncontended
     held.owner_thread, held.depth = me, 1
     _HELD[key] = held
     try:
         yield Custody(instance, lock_path, nested=False, lifetime=False, _held=held)
     finally:
-        del _HELD[key]
-        if held.discard_when is not None and held.discard_when():
-            _unlink_if_ours(lock_path, fd)
-        held.closed = True
-        os.close(fd)  # releases the kernel lock
+        if not held.closed:  # closed already: this is a forked child, holding nothing
+            _HELD.pop(key, None)
+            if held.discard_when is not None and held.discard_when():
+                _unlink_if_ours(lock_path, lock.fd)
+            held.closed = True
+        lock.close()  # releases the kernel lock
 
 
-def _take(lock_path: Path, key: str, wait_seconds: float, reuse: bool) -> int:
-    def attempt() -> int:
+def _take(lock_path: Path, key: str, wait_seconds: float, role: Role) -> LockFile:
+    def attempt() -> LockFile:
         if key in _HELD:
             raise CustodyRefused(f"{lock_path}: custody held by another thread of this "
                                  "process", "held")
-        return lock_exclusive(lock_path)
+        return lock_exclusive(lock_path, role=role)
 
     retrying = tenacity.Retrying(
         retry=tenacity.retry_if_exception(
@@ -163,10 +197,12 @@ def _unlink_if_ours(lock_path: Path, fd: int) -> None:
 class LifetimeCustody:
     """The custody a live session holds from its start to its close."""
 
-    def __init__(self, lock_path: Path, *, wait_seconds: float) -> None:
+    def __init__(self, lock_path: Path, *, wait_seconds: float,
+                 sweep_wait_seconds: float) -> None:
         self.lock_path = lock_path
-        self._held = _Held(lock_path, lock_exclusive(lock_path, wait_seconds=wait_seconds),
-                           lifetime=True)
+        lock = lock_exclusive(lock_path, role="session", wait_seconds=wait_seconds,
+                              sweep_wait_seconds=sweep_wait_seconds)
+        self._held = _Held(lock_path, lock, lifetime=True)
 
     def publish(self) -> None:
         """Let this process's other calls reuse the custody (after the session's first writes)."""
@@ -206,4 +242,4 @@ class LifetimeCustody:
             return
         self._held.closed = True
         _HELD.pop(_key(self.lock_path), None)
-        os.close(self._held.fd)
+        self._held.lock.close()

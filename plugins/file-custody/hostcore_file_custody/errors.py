@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import errno as errno_codes
+import os
+
 from hostcore.errors import HostcoreError
 
 
 class CustodyError(HostcoreError):
     """Base class for every error this plugin raises on purpose."""
+
+
+class CustodyUnavailable(CustodyError):
+    """File custody cannot run on this platform (no ``fcntl``, no ``O_NOFOLLOW``: Windows)."""
 
 
 class UnsafePathError(CustodyError):
@@ -17,17 +24,41 @@ class UnstableRevisionError(CustodyError):
     """A file changed or moved while its revision was being captured."""
 
 
+class FileAccessError(CustodyError):
+    """The operating system refused an operation on a file: permission denied, no space
+    left, an I/O error. ``errno`` is the OS error number; nothing was changed."""
+
+    def __init__(self, message: str, errno: int) -> None:
+        super().__init__(message)
+        self.errno = errno
+
+
+def os_reason(exc: OSError) -> str:
+    """A short, path-free description of an OS error: ``"Permission denied (EACCES)"``."""
+    code = exc.errno or errno_codes.EIO
+    return f"{os.strerror(code)} ({errno_codes.errorcode.get(code, str(code))})"
+
+
+def access_error(where: str, exc: OSError) -> FileAccessError:
+    """The :class:`FileAccessError` for ``exc`` met while acting on ``where``."""
+    return FileAccessError(f"{where}: {os_reason(exc)}", exc.errno or errno_codes.EIO)
+
+
 class CustodyRefused(CustodyError):
     """Generation custody of an instance is held by a live or uncertain competing owner.
 
     ``reason`` is ``"held"`` (another owner holds the instance's lock),
     ``"uncertain"`` (the lock file cannot be trusted or locked) or ``"closed"``
-    (the session whose custody was to be reused has ended).
+    (the session whose custody was to be reused has ended, or belongs to the
+    parent of this forked process). ``holder`` says who holds a ``"held"`` lock
+    when the lock file tells: ``"session"``, ``"sweep"``, ``"writer"``,
+    ``"recovery"``, else ``"unknown"``.
     """
 
-    def __init__(self, message: str, reason: str) -> None:
+    def __init__(self, message: str, reason: str, holder: str = "unknown") -> None:
         super().__init__(message)
         self.reason = reason
+        self.holder = holder
 
 
 class WitnessError(CustodyError):

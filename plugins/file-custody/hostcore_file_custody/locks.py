@@ -5,9 +5,22 @@ attempt either takes the lock at once or reports it held. The kernel releases a
 ``flock`` when the last descriptor of its open file closes, which happens when
 the holding process dies, so a lock that can be taken proves its holder is gone.
 
-Lock files may be unlinked by whoever holds them. A locker therefore checks,
-after taking the lock, that its name still leads to the locked inode; if not it
-let go and tries again (the name now leads to a newer file).
+Two things would break that proof, and both are closed here:
+
+* **Inherited descriptors.** A ``fork`` duplicates every descriptor, so a child
+  would keep its parent's lock alive after the parent died. Every lock
+  descriptor is opened ``O_CLOEXEC`` (gone at ``exec``) and tracked; a handler
+  registered with :func:`os.register_at_fork` closes them all in the child
+  (closing the child's copy leaves the parent's lock in place). Opening and
+  tracking happen under a mutex the fork handler also takes, so no descriptor
+  can be forked between the two.
+* **Unlinked lock files.** Lock files may be unlinked by whoever holds them. A
+  locker checks, after taking the lock, that its name still leads to the locked
+  inode; if not it lets go and tries again.
+
+The holder writes its role (``session``, ``sweep``, ``writer``, ``recovery``)
+at the start of the lock file, so a refused locker can tell a sweep's brief
+hold (worth waiting for) from a live session's (refused at once).
 
 :data:`LOCKS` counts every acquisition attempt (taken or refused), in-process
 custody mutexes included, so benchmarks and tests can show what an operation
@@ -16,16 +29,18 @@ costs.
 
 from __future__ import annotations
 
+import contextlib
 import errno
-import fcntl
 import os
 import stat
+import threading
 from pathlib import Path
 from typing import Literal
 
 import tenacity
 
 from hostcore_file_custody.errors import CustodyRefused
+from hostcore_file_custody.support import fcntl, require_custody
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -34,6 +49,12 @@ LOCK_FILE_MODE = 0o600
 LOCK_RETRY_PAUSE_SECONDS = 0.01
 # Attempts when the lock file's name keeps moving to a newer inode under us.
 LOCK_MOVED_ATTEMPTS = 5
+
+Role = Literal["session", "sweep", "writer", "recovery"]
+_ROLE_BYTES = 8  # each role is written padded to this width, so no truncate is needed
+_ROLES: tuple[Role, ...] = ("session", "sweep", "writer", "recovery")
+_HOLDER_WORDS = {"session": "a live session", "sweep": "a sweep", "writer": "a writer",
+                 "recovery": "a recovery", "unknown": "a live owner"}
 
 
 class LockCounter:
@@ -53,14 +74,66 @@ class LockCounter:
 LOCKS = LockCounter()
 
 
+class LockFile:
+    """An open lock file descriptor of this process (locked once returned by
+    :func:`lock_exclusive`). :meth:`close` releases it; in a forked child it is
+    already closed."""
+
+    def __init__(self, fd: int, path: Path) -> None:
+        self.fd = fd
+        self.path = path
+        self.closed = False
+
+    def close(self) -> None:
+        """Close the descriptor (releasing the lock); idempotent, and a no-op in a
+        forked child, where the descriptor number may name another file by now."""
+        with _GUARD:
+            if self.closed:
+                return
+            self.closed = True
+            _OPEN.discard(self)
+        os.close(self.fd)
+
+
+# Every lock descriptor of this process, closed in forked children.
+_GUARD = threading.Lock()
+_OPEN: set[LockFile] = set()
+
+
+def _before_fork() -> None:
+    _GUARD.acquire()
+
+
+def _after_fork_in_parent() -> None:
+    _GUARD.release()
+
+
+def _after_fork_in_child() -> None:
+    # Only the forking thread survives in the child, and it holds _GUARD.
+    for handle in _OPEN:
+        handle.closed = True
+        with contextlib.suppress(OSError):
+            os.close(handle.fd)  # the child's copy only: the parent keeps its lock
+    _OPEN.clear()
+    _GUARD.release()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_after_fork_in_child)
+
+
 class _LockFileMoved(Exception):
     """The locked inode is no longer the one the lock file's name leads to."""
 
 
-def _open_lock_file(path: Path, *, create: bool) -> int:
+def _open_lock_file(path: Path, *, create: bool) -> LockFile:
+    require_custody()
     flags = os.O_RDWR | _NOFOLLOW | _CLOEXEC | (os.O_CREAT if create else 0)
     try:
-        fd = os.open(path, flags, LOCK_FILE_MODE)
+        with _GUARD:
+            handle = LockFile(os.open(path, flags, LOCK_FILE_MODE), path)
+            _OPEN.add(handle)
     except FileNotFoundError:
         raise
     except OSError as exc:
@@ -68,14 +141,15 @@ def _open_lock_file(path: Path, *, create: bool) -> int:
             f"{path}: lock file cannot be opened safely ({os.strerror(exc.errno or 0)})",
             "uncertain",
         ) from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
+    if not stat.S_ISREG(os.fstat(handle.fd).st_mode):
+        handle.close()
         raise CustodyRefused(f"{path}: lock file is not a regular file", "uncertain")
-    return fd
+    return handle
 
 
 def try_flock(fd: int) -> bool:
     """One counted, non-blocking attempt at an exclusive ``flock``."""
+    assert fcntl is not None
     LOCKS.add()
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -95,32 +169,48 @@ def _still_named(fd: int, path: Path) -> bool:
     return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
 
 
-def _attempt(path: Path) -> int:
-    fd = _open_lock_file(path, create=True)
+def read_holder(fd: int) -> str:
+    """The role the current holder wrote into the lock file, or ``"unknown"``."""
     try:
-        taken = try_flock(fd)
+        word = os.pread(fd, _ROLE_BYTES, 0).decode("ascii", "replace").strip()
+    except OSError:
+        return "unknown"
+    return word if word in _ROLES else "unknown"
+
+
+def _attempt(path: Path, role: Role) -> LockFile:
+    handle = _open_lock_file(path, create=True)
+    try:
+        taken = try_flock(handle.fd)
     except OSError as exc:
-        os.close(fd)
+        handle.close()
         raise CustodyRefused(f"{path}: cannot lock ({exc})", "uncertain") from None
     if not taken:
-        os.close(fd)
-        raise CustodyRefused(f"{path}: held by a live owner", "held")
-    if not _still_named(fd, path):
-        os.close(fd)  # closing drops the lock
+        holder = read_holder(handle.fd)
+        handle.close()
+        raise CustodyRefused(f"{path}: held by {_HOLDER_WORDS[holder]}", "held", holder)
+    if not _still_named(handle.fd, path):
+        handle.close()  # closing drops the lock
         raise _LockFileMoved(str(path))
-    return fd
+    # Best effort: a holder that cannot say who it is (no space) is waited on as unknown.
+    with contextlib.suppress(OSError):
+        os.pwrite(handle.fd, role.encode().ljust(_ROLE_BYTES), 0)
+    return handle
 
 
-def lock_exclusive(path: Path, *, wait_seconds: float = 0.0) -> int:
-    """Take the exclusive lock of ``path`` (created if missing); return its descriptor.
+def lock_exclusive(path: Path, *, role: Role = "writer", wait_seconds: float = 0.0,
+                   sweep_wait_seconds: float | None = None) -> LockFile:
+    """Take the exclusive lock of ``path`` (created if missing) as ``role``.
 
     Raises :class:`CustodyRefused` (``"held"``) when another open file holds it
-    for longer than ``wait_seconds``, or (``"uncertain"``) when the file cannot
-    be trusted. Closing the descriptor releases the lock.
+    for longer than ``wait_seconds`` (``sweep_wait_seconds`` instead while the
+    holder is a sweep; by default the same), or (``"uncertain"``) when the file
+    cannot be trusted. Closing the returned :class:`LockFile` releases the lock.
     """
-    if wait_seconds <= 0:
+    sweep_wait = wait_seconds if sweep_wait_seconds is None else sweep_wait_seconds
+    if wait_seconds <= 0 and sweep_wait <= 0:
         try:
-            return _attempt(path)  # the usual case: one attempt, no retry machinery
+            return _attempt(path, role)  # the usual case: one attempt, no retry machinery
         except _LockFileMoved:
             pass
 
@@ -128,7 +218,8 @@ def lock_exclusive(path: Path, *, wait_seconds: float = 0.0) -> int:
         failure = state.outcome.exception() if state.outcome else None
         if isinstance(failure, _LockFileMoved):
             return state.attempt_number >= LOCK_MOVED_ATTEMPTS
-        return state.seconds_since_start is None or state.seconds_since_start >= wait_seconds
+        limit = sweep_wait if getattr(failure, "holder", "") == "sweep" else wait_seconds
+        return state.seconds_since_start is None or state.seconds_since_start >= limit
 
     retrying = tenacity.Retrying(
         retry=tenacity.retry_if_exception(
@@ -140,7 +231,7 @@ def lock_exclusive(path: Path, *, wait_seconds: float = 0.0) -> int:
         reraise=True,
     )
     try:
-        return retrying(_attempt, path)
+        return retrying(_attempt, path, role)
     except _LockFileMoved:
         raise CustodyRefused(f"{path}: lock file keeps being replaced", "uncertain") from None
 
@@ -151,12 +242,12 @@ def probe_lock(path: Path) -> Literal["free", "held"] | None:
     ``None`` when the file is absent or cannot be probed: no evidence either way.
     """
     try:
-        fd = _open_lock_file(path, create=False)
+        handle = _open_lock_file(path, create=False)
     except (FileNotFoundError, CustodyRefused):
         return None
     try:
-        return "free" if try_flock(fd) else "held"
+        return "free" if try_flock(handle.fd) else "held"
     except OSError:
         return None
     finally:
-        os.close(fd)
+        handle.close()

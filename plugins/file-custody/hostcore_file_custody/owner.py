@@ -16,6 +16,12 @@ namespace, and machines cloned from one image share a machine-id. An
 
 :func:`owner_liveness` combines them. It answers ``dead`` only on proof; an
 unreadable or missing witness answers ``unknown``, and callers keep state.
+
+``/proc`` is only a witness when it shows this process's own PID namespace: in
+a container started with ``unshare --pid`` but without a fresh ``/proc``, PIDs
+read there belong to another namespace, so a missing ``/proc/<pid>`` proves
+nothing. Then, and whenever the owner's own start time is unknown, only the
+lifetime lock can prove death.
 """
 
 from __future__ import annotations
@@ -142,9 +148,28 @@ def process_start_ticks(pid: int) -> int | None:
 
 
 @functools.lru_cache(maxsize=4)
+def _proc_is_ours(pid: int) -> bool:
+    """Whether ``/proc`` shows the PID namespace of process ``pid`` (this one).
+
+    ``/proc/self`` names the caller's PID as the mounted ``/proc`` numbers it:
+    another number means ``/proc`` was mounted for another namespace.
+    """
+    try:
+        return os.readlink(_PROC / "self") == str(pid)
+    except OSError:
+        return False
+
+
+def proc_shows_our_namespace() -> bool:
+    """Whether PIDs read in ``/proc`` are PIDs of this process's namespace."""
+    return _proc_is_ours(os.getpid())
+
+
+@functools.lru_cache(maxsize=4)
 def _own_start_ticks(pid: int) -> int | None:
-    # Keyed by PID so a forked child reads its own start time.
-    return process_start_ticks(pid)
+    # Keyed by PID so a forked child reads its own start time. Unknown (None)
+    # when /proc shows another namespace: its /proc/<pid> is another process.
+    return process_start_ticks(pid) if _proc_is_ours(pid) else None
 
 
 def current_owner(lock: str | os.PathLike[str] | None = None) -> OwnerRecord:
@@ -159,22 +184,22 @@ def current_owner(lock: str | os.PathLike[str] | None = None) -> OwnerRecord:
 
 
 def _pid_witness(owner: OwnerRecord, here: HostIdentity) -> Liveness:
-    """What the PID and its start time prove, on a host that passed the gate."""
+    """What the PID and its start time prove, on a host that passed the gate.
+
+    Without the owner's start time, or without a ``/proc`` of our namespace,
+    the PID proves nothing either way: ``unknown``.
+    """
     if owner.host.boot_id and here.boot_id and owner.host.boot_id != here.boot_id:
         return Liveness.DEAD  # the machine rebooted since: every process of then is gone
-    if owner.pid <= 0:
+    if owner.pid <= 0 or owner.start_ticks is None or not proc_shows_our_namespace():
         return Liveness.UNKNOWN
     fields = _proc_stat_fields(owner.pid)
     if fields is None:
-        if not _PROC.joinpath("self").exists():
-            return _signal_witness(owner.pid)
-        return Liveness.DEAD
+        return Liveness.DEAD  # no process of our namespace has that PID
     if not fields or len(fields) < 20:
         return Liveness.UNKNOWN
     if fields[0] in _EXITED_STATES:
         return Liveness.DEAD
-    if owner.start_ticks is None:
-        return Liveness.UNKNOWN
     try:
         started = int(fields[19])
     except ValueError:
@@ -182,30 +207,20 @@ def _pid_witness(owner: OwnerRecord, here: HostIdentity) -> Liveness:
     return Liveness.ALIVE if started == owner.start_ticks else Liveness.DEAD
 
 
-def _signal_witness(pid: int) -> Liveness:
-    """Without /proc: a PID that no process has proves death; any other answer proves nothing."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return Liveness.DEAD
-    except OSError:
-        return Liveness.UNKNOWN
-    return Liveness.UNKNOWN
-
-
-def owner_liveness(owner: OwnerRecord, *, lock_free: bool | None = None) -> Liveness:
+def owner_liveness(owner: OwnerRecord, *, lock_free: bool | None = None,
+                   probe: bool = True) -> Liveness:
     """Whether ``owner`` is alive, proven dead, unknown, or on another host.
 
     ``lock_free`` is what the caller already knows about ``owner.lock`` (it took
     the lock itself: ``True``); when ``None`` and the record names a lock, the
-    lock is probed. A PID proven alive wins over a free lock (the owner released
-    it but lives on); a PID proven dead, or a free lock when the PID witness is
-    unknown, proves death.
+    lock is probed unless ``probe`` is false (for readers that take no lock). A
+    PID proven alive wins over a free lock (the owner released it but lives on);
+    a PID proven dead, or a free lock when the PID witness is unknown, proves death.
     """
     here = current_host()
     if not here.same_process_space(owner.host):
         return Liveness.FOREIGN
-    if lock_free is None and owner.lock is not None:
+    if lock_free is None and owner.lock is not None and probe:
         probed = probe_lock(Path(owner.lock))
         lock_free = None if probed is None else probed == "free"
     pid_says = _pid_witness(owner, here)

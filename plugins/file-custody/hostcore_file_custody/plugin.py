@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hostcore.markers import hookimpl
+from hostcore.plugin.markers import hookimpl
 from hostcore_file_custody.events import EVENTS
 
 if TYPE_CHECKING:

@@ -15,6 +15,15 @@ it until the session closes: the kernel drops it if the process dies, which is
 how a sweep proves the session dead. It then writes the generation record (for
 a new generation), the heartbeat, the pid-map entry and the prompt hash, each
 by atomic rename, and only then lets its other calls reuse the custody.
+
+A start fsyncs nothing, except when it replaces a generation still recorded
+``live`` (a crashed session's): that record is fsynced, so a power cut cannot
+bring the replaced generation back as the live one. Everything else a start
+writes names a session that a power cut kills (the boot id changes, proving
+every owner of before the cut dead), so losing it loses nothing: the caches are
+disposable and a lost new generation record only turns that session's audits
+into ``missing`` diagnostics. Nor does a start create folders: the registry's
+are made once per :class:`HeartbeatRegistry` object, again only if one vanished.
 """
 
 from __future__ import annotations
@@ -26,20 +35,26 @@ import secrets
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import msgspec
 
-from hostcore.atomic import atomic_write, ensure_dir
 from hostcore.errors import RecordError
 from hostcore.records import decode_json, encode_json
 from hostcore_file_custody.custody import Custody, LifetimeCustody, hold_custody
 from hostcore_file_custody.errors import CustodyError, CustodyRefused, WitnessError
+from hostcore_file_custody.fsio import DIR_MODE, publish
 from hostcore_file_custody.owner import OwnerRecord, current_owner
+from hostcore_file_custody.support import require_custody
 
-# How long a session start waits for a sweep's brief custody of its instance.
+# How long a session start waits for an instance held by another writer or a
+# closing session before it is refused.
 START_WAIT_SECONDS = 2.0
+# How long a start waits while a sweep holds the instance: a sweep holds it for
+# one step on that instance (milliseconds), so only a stuck sweep reaches this.
+SWEEP_WAIT_SECONDS = 60.0
 
+_T = TypeVar("_T")
 GenerationStatus = Literal["live", "terminal", "archived"]
 _GENERATION_ID = re.compile(r"^gen_[A-Za-z0-9_-]{1,64}$")
 _INSTANCE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
@@ -101,6 +116,8 @@ class HeartbeatRegistry:
         self.generations_dir = self.root / "generations"
         self.locks_dir = self.root / "locks"
         self.audit_dir = self.root / "audit"
+        self.last_sweep_path = self.root / "last-sweep.json"
+        self._ensured = False
 
     def __repr__(self) -> str:
         return f"HeartbeatRegistry({str(self.root)!r})"
@@ -112,10 +129,20 @@ class HeartbeatRegistry:
                 "prompt-hash": self.prompt_hash_dir}
 
     def ensure(self) -> HeartbeatRegistry:
+        """Create the registry's folders (owner-only) where missing."""
         for folder in (*self.cache_dirs.values(), self.generations_dir, self.locks_dir,
                        self.audit_dir):
-            ensure_dir(folder)
+            folder.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        self._ensured = True
         return self
+
+    def _publish(self, path: Path, data: bytes, *, durable: bool) -> None:
+        """Atomic replace of ``path``; its folder is made again only if it vanished."""
+        try:
+            publish(path, data, durable=durable)
+        except FileNotFoundError:
+            self.ensure()
+            publish(path, data, durable=durable)
 
     # -- paths ---------------------------------------------------------------------
 
@@ -140,17 +167,20 @@ class HeartbeatRegistry:
         """The generation record, ``None`` if absent; :class:`RecordError` if malformed."""
         return _read(self.generation_path(instance), GenerationRecord)
 
-    def write_generation(self, record: GenerationRecord) -> None:
+    def write_generation(self, record: GenerationRecord, *, durable: bool = True) -> None:
+        """Write the generation record, fsynced unless ``durable`` is false (see the
+        module docstring for the one write that may skip it)."""
         # Not disposable: the record is the authority audits are checked against.
-        atomic_write(self.generation_path(record.instance), encode_json(record))
+        self._publish(self.generation_path(record.instance), encode_json(record),
+                      durable=durable)
 
     def read_heartbeat(self, instance: str) -> Heartbeat | None:
         return _read(self.heartbeat_path(instance), Heartbeat)
 
     def write_heartbeat(self, heartbeat: Heartbeat) -> None:
         # A disposable cache: atomic for every reader, not fsynced.
-        atomic_write(self.heartbeat_path(heartbeat.instance), encode_json(heartbeat),
-                     durable=False)
+        self._publish(self.heartbeat_path(heartbeat.instance), encode_json(heartbeat),
+                      durable=False)
 
     def heartbeat_present(self, instance: str) -> bool:
         """Whether anything lives at the instance's heartbeat path now."""
@@ -160,10 +190,10 @@ class HeartbeatRegistry:
         return _read(self.pid_map_path(pid), PidMapEntry)
 
     def write_pid_map(self, entry: PidMapEntry) -> None:
-        atomic_write(self.pid_map_path(entry.pid), encode_json(entry), durable=False)
+        self._publish(self.pid_map_path(entry.pid), encode_json(entry), durable=False)
 
     def write_prompt_hash(self, instance: str, value: str) -> None:
-        atomic_write(self.prompt_hash_path(instance), value.encode(), durable=False)
+        self._publish(self.prompt_hash_path(instance), value.encode(), durable=False)
 
     # -- custody -------------------------------------------------------------------
 
@@ -171,11 +201,14 @@ class HeartbeatRegistry:
                                 wait_seconds: float = 0.0) -> contextlib.AbstractContextManager[
                                     Custody]:
         """Serialise every change to ``instance``'s files (see :mod:`.custody`)."""
+        require_custody()
         return hold_custody(self.lock_path(instance), instance, wait_seconds=wait_seconds)
 
     def custody_for_sweep(self, instance: str) -> contextlib.AbstractContextManager[Custody]:
-        """Custody for a sweep: never reuses custody held in this process."""
-        return hold_custody(self.lock_path(instance), instance, reuse=False)
+        """Custody for a sweep: never reuses custody held in this process, and marks
+        the lock file as a sweep's, so a session start waits for it instead of failing."""
+        require_custody()
+        return hold_custody(self.lock_path(instance), instance, reuse=False, role="sweep")
 
     # -- sessions ------------------------------------------------------------------
 
@@ -187,18 +220,26 @@ class HeartbeatRegistry:
         prompt_hash: str = "",
         payload: dict[str, Any] | None = None,
         wait_seconds: float = START_WAIT_SECONDS,
+        sweep_wait_seconds: float = SWEEP_WAIT_SECONDS,
     ) -> Session:
         """Start (or resume) a session of ``instance`` (a new instance when ``None``).
 
         Takes one lock, the instance's custody lock, held until :meth:`Session.close`.
         ``continue_generation`` resumes that generation if it is still the live
-        current one; otherwise a new generation replaces it. Raises
+        current one; otherwise a new generation replaces it. While a sweep holds
+        the instance (for its step on that one instance) the start waits for it,
+        up to ``sweep_wait_seconds``; another holder is waited on for
+        ``wait_seconds``. Raises
         :class:`~hostcore_file_custody.errors.CustodyRefused` when another live
-        session (or an uncertain owner) holds the instance.
+        session (or an uncertain owner) holds the instance; its message names a
+        sweep when a sweep holds it.
         """
+        require_custody()
         instance = check_instance(instance or f"ses_{secrets.token_hex(12)}")
-        self.ensure()
-        lifetime = LifetimeCustody(self.lock_path(instance), wait_seconds=wait_seconds)
+        if not self._ensured:
+            self.ensure()
+        lifetime = LifetimeCustody(self.lock_path(instance), wait_seconds=wait_seconds,
+                                   sweep_wait_seconds=sweep_wait_seconds)
         try:
             owner = current_owner(lock=lifetime.lock_path)
             record = self.read_generation(instance)
@@ -209,7 +250,8 @@ class HeartbeatRegistry:
                 generation_id = new_generation_id()
                 self.write_generation(GenerationRecord(
                     instance=instance, generation_id=generation_id, status="live",
-                    epoch=(record.epoch + 1) if record else 1, changed_at=time.time()))
+                    epoch=(record.epoch + 1) if record else 1, changed_at=time.time()),
+                    durable=record is not None and record.status == "live")
             self.write_heartbeat(Heartbeat(instance=instance, generation_id=generation_id,
                                            owner=owner, refreshed_at=time.time(),
                                            payload=payload or {}))
@@ -223,7 +265,7 @@ class HeartbeatRegistry:
         return Session(self, instance, generation_id, owner, lifetime)
 
 
-def _read(path: Path, type_: type[Any]) -> Any:
+def _read(path: Path, type_: type[_T]) -> _T | None:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -246,14 +288,20 @@ class Session:
         self.owner = owner
         self._lifetime = lifetime
         self.closed = False
+        # A forked child inherits this object but not the custody: it must not act.
+        self._pid = os.getpid()
 
     def __repr__(self) -> str:
         return f"Session({self.instance!r}, {self.generation_id!r})"
 
     def custody(self) -> contextlib.AbstractContextManager[Custody]:
-        """The instance's custody, reusing the session's lock; refused once closed."""
+        """The instance's custody, reusing the session's lock; refused once closed and
+        in a forked child (the session is its parent's)."""
         if self.closed:
             raise CustodyRefused(f"{self.instance}: the session has ended", "closed")
+        if os.getpid() != self._pid:
+            raise CustodyRefused(f"{self.instance}: the session belongs to the parent of "
+                                 "this forked process", "closed")
         return self.registry.with_generation_custody(self.instance)
 
     def refresh(self, payload: dict[str, Any] | None = None) -> Heartbeat:
@@ -349,8 +397,12 @@ class Session:
 
     def close(self, *, end_generation: bool = True, remove_files: bool = True) -> None:
         """End the session: optionally mark its generation terminal and remove its
-        caches, then release its custody."""
+        caches, then release its custody. In a forked child it only marks this copy
+        closed: the session, its files and its lock are the parent's."""
         if self.closed:
+            return
+        if os.getpid() != self._pid:
+            self.closed = True
             return
         with self._lifetime.closing():
             self.closed = True

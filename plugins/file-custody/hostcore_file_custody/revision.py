@@ -8,6 +8,10 @@ publishes by atomic rename (a new inode) never matches an older capture.
 Every open here is relative to a directory descriptor and refuses to follow a
 symlink in the final component (``O_NOFOLLOW``), so a path cannot be redirected
 between the check and the use.
+
+Every operating-system error ends in a documented result: capturing raises
+:class:`~hostcore_file_custody.errors.FileAccessError` (permission denied, I/O
+error), matching answers ``False``.
 """
 
 from __future__ import annotations
@@ -20,7 +24,13 @@ from pathlib import Path
 
 import msgspec
 
-from hostcore_file_custody.errors import UnsafePathError, UnstableRevisionError
+from hostcore_file_custody.errors import (
+    CustodyError,
+    UnsafePathError,
+    UnstableRevisionError,
+    access_error,
+)
+from hostcore_file_custody.support import require_custody
 
 # The hidden folder, beside the files it guards, that holds manifests and pinned files.
 PRIVATE_DIR_NAME = ".custody"
@@ -100,9 +110,10 @@ def identity_matches(st: os.stat_result, expected: FileRevision) -> bool:
 def capture_at(dir_fd: int, name: str, *, where: str) -> tuple[FileRevision, bytes] | None:
     """Capture ``name`` inside ``dir_fd``: its revision and bytes, or ``None`` if absent.
 
-    Raises :class:`UnsafePathError` for a symlink or a non-regular file and
+    Raises :class:`UnsafePathError` for a symlink or a non-regular file,
     :class:`UnstableRevisionError` when the file changed, or its name moved to
-    another inode, while it was read. ``where`` names the file in errors.
+    another inode, while it was read, and :class:`FileAccessError` for any other
+    OS error (a mode-000 file, an I/O error). ``where`` names the file in errors.
     """
     try:
         fd = os.open(name, os.O_RDONLY | _NOFOLLOW | _CLOEXEC | _NONBLOCK, dir_fd=dir_fd)
@@ -111,7 +122,7 @@ def capture_at(dir_fd: int, name: str, *, where: str) -> tuple[FileRevision, byt
     except OSError as exc:
         if exc.errno in _SYMLINK_ERRNOS:
             raise UnsafePathError(f"{where}: is a symlink; custody never follows one") from None
-        raise
+        raise access_error(where, exc) from None
     try:
         before = os.fstat(fd)
         if not stat.S_ISREG(before.st_mode):
@@ -120,10 +131,15 @@ def capture_at(dir_fd: int, name: str, *, where: str) -> tuple[FileRevision, byt
         while chunk := os.read(fd, _READ_CHUNK):
             chunks.append(chunk)
         after = os.fstat(fd)
+    except OSError as exc:
+        raise access_error(where, exc) from None
     finally:
         os.close(fd)
     data = b"".join(chunks)
-    named = lstat_at(dir_fd, name)
+    try:
+        named = lstat_at(dir_fd, name)
+    except OSError as exc:
+        raise access_error(where, exc) from None
     stable = (
         _stat_key(before) == _stat_key(after)
         and len(data) == after.st_size
@@ -151,12 +167,15 @@ def capture_file_revision_and_bytes(
     path: str | os.PathLike[str],
 ) -> tuple[FileRevision, bytes] | None:
     """Like :func:`capture_file_revision`, also returning the bytes that were digested."""
+    require_custody()
     path = Path(path)
     name = safe_name(path)
     try:
         dir_fd = open_dir(path.parent)
     except FileNotFoundError:
         return None
+    except OSError as exc:
+        raise access_error(str(path.parent), exc) from None
     try:
         return capture_at(dir_fd, name, where=str(path))
     finally:
@@ -167,9 +186,11 @@ def capture_file_revision(path: str | os.PathLike[str]) -> FileRevision | None:
     """The current revision of the regular file at ``path``; ``None`` when absent.
 
     Raises :class:`~hostcore_file_custody.errors.UnsafePathError` for a symlink,
-    a non-regular file or an unusable name, and
+    a non-regular file or an unusable name,
     :class:`~hostcore_file_custody.errors.UnstableRevisionError` when the file
-    changed while it was read (a writer is active: nothing may act on it now).
+    changed while it was read (a writer is active: nothing may act on it now), and
+    :class:`~hostcore_file_custody.errors.FileAccessError` when the system refuses
+    to read it (permission denied, I/O error).
     """
     captured = capture_file_revision_and_bytes(path)
     return None if captured is None else captured[0]
@@ -179,10 +200,10 @@ def file_revision_matches(path: str | os.PathLike[str], expected: FileRevision) 
     """Whether ``path`` holds exactly ``expected`` now.
 
     False whenever that cannot be shown: absent, replaced, modified, a symlink,
-    or changing while read.
+    changing while read, or unreadable (a match that cannot be checked is not one).
     """
     try:
         current = capture_file_revision(path)
-    except (UnsafePathError, UnstableRevisionError):
+    except CustodyError:
         return False
     return current == expected

@@ -20,10 +20,18 @@ same way: the earlier scan is not proof that the owner is still absent.
 Anything pending in a private custody folder protects its source; an operation
 of unknown identity protects its whole folder. Counts include confirmed
 deletions only.
+
+One bad file never stops a sweep: a file the system refuses to read or move
+(mode 000, no space, an I/O error) is skipped and counted as ``unhandled``, and
+the sweep goes on with the next. Generation records of ended sessions older than
+the retention (and whose heartbeat is gone) are pruned under their instance's
+custody. The counts of the last sweep are kept in ``last-sweep.json`` for status.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import stat
 import time
@@ -41,16 +49,19 @@ from hostcore_file_custody.audit import (
     record_sweep_unrecorded,
 )
 from hostcore_file_custody.custody import Custody
-from hostcore_file_custody.deletion import PendingCustody, delete_file_if_unchanged, pending_custody
+from hostcore_file_custody.deletion import delete_file_if_unchanged
 from hostcore_file_custody.errors import (
     CustodyError,
     CustodyRefused,
+    FileAccessError,
     UnsafePathError,
     UnstableRevisionError,
 )
+from hostcore_file_custody.fsio import publish
 from hostcore_file_custody.hooks import NO_HOOKS, SweepHooks
 from hostcore_file_custody.locks import LOCKS
 from hostcore_file_custody.owner import Liveness, owner_liveness
+from hostcore_file_custody.private import PendingCustody, pending_custody
 from hostcore_file_custody.registry import (
     Heartbeat,
     HeartbeatRegistry,
@@ -58,11 +69,16 @@ from hostcore_file_custody.registry import (
     is_generation_id,
 )
 from hostcore_file_custody.revision import FileRevision, capture_file_revision_and_bytes
+from hostcore_file_custody.support import require_custody
 
 # A heartbeat not refreshed for this long is a sweep candidate (seconds).
 STALE_AFTER_SECONDS = 600.0
 # Candidates taken through the custody path per sweep; the rest wait for the next one.
 MAX_CANDIDATES_PER_SWEEP = 1_000
+# Generation records of ended sessions are kept this long, then pruned (seconds).
+GENERATION_RETENTION_SECONDS = 7 * 24 * 3600.0
+# Errors that skip one file (counted ``unhandled``) instead of stopping the sweep.
+_SKIPPED = (OSError, FileAccessError)
 
 Emit = Callable[..., Any]
 
@@ -88,11 +104,29 @@ class SweepReport(msgspec.Struct, kw_only=True):
     diagnostics: int = 0
     dependents_deleted: int = 0
     dependents_kept: int = 0
+    unhandled: int = 0
+    unsupported: int = 0
+    generations_pruned: int = 0
     lock_acquisitions: int = 0
     duration_ms: int = 0
 
     def counts(self) -> dict[str, int]:
         return msgspec.structs.asdict(self)
+
+
+class LastSweep(msgspec.Struct, frozen=True, kw_only=True):
+    """``last-sweep.json``: when the last sweep of a registry finished, and its counts."""
+
+    finished_at: float
+    counts: dict[str, int]
+
+
+def read_last_sweep(registry: HeartbeatRegistry) -> LastSweep | None:
+    """The last sweep's record, ``None`` when absent or unreadable."""
+    try:
+        return msgspec.json.decode(registry.last_sweep_path.read_bytes(), type=LastSweep)
+    except (OSError, msgspec.DecodeError):
+        return None
 
 
 @dataclass
@@ -105,18 +139,29 @@ class _Snapshot:
     stale_prompt_hashes: list[str] = field(default_factory=list)
 
 
-def _scan(folder: Path, suffix: str,
+def _scan(folder: Path, suffix: str, report: SweepReport,
           wanted: Callable[[str], bool] | None = None) -> Iterator[tuple[str, os.stat_result]]:
     """(stem, lstat) of each visible ``*suffix`` entry, from the scan's own stat.
 
-    Entries whose stem ``wanted`` rejects are skipped before any stat.
+    Entries whose stem ``wanted`` rejects are skipped before any stat. A folder
+    or an entry the system refuses to read is counted ``unhandled`` and skipped.
     """
     try:
         entries = os.scandir(folder)
     except FileNotFoundError:
         return
+    except OSError:
+        report.unhandled += 1
+        return
     with entries:
-        for entry in entries:
+        while True:
+            try:
+                entry = next(entries)
+            except StopIteration:
+                return
+            except OSError:
+                report.unhandled += 1
+                return
             name = entry.name
             if name.startswith(".") or not name.endswith(suffix):
                 continue
@@ -127,6 +172,8 @@ def _scan(folder: Path, suffix: str,
                 yield stem, entry.stat(follow_symlinks=False)
             except FileNotFoundError:
                 continue
+            except OSError:
+                report.unhandled += 1
 
 
 def _pid_exists(pid: int) -> bool:
@@ -147,24 +194,28 @@ class StaleSweep:
     :param emit: the host's ``emit`` (events from the telemetry catalog), or ``None``.
     :param hooks: interleaving callbacks for tests (:class:`SweepHooks`).
     :param clock: wall-clock time source, for tests.
+    :param generation_retention: seconds an ended generation's record is kept.
     """
 
     def __init__(self, registry: HeartbeatRegistry, *, emit: Emit | None = None,
                  hooks: SweepHooks = NO_HOOKS, stale_after: float = STALE_AFTER_SECONDS,
                  max_candidates: int = MAX_CANDIDATES_PER_SWEEP,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 generation_retention: float = GENERATION_RETENTION_SECONDS) -> None:
         self.registry = registry
         self.emit = emit
         self.hooks = hooks
         self.stale_after = stale_after
         self.max_candidates = max_candidates
         self.clock = clock
+        self.generation_retention = generation_retention
         self.report = SweepReport()
         self.pending: dict[str, PendingCustody] = {}
         self.journal = AuditJournal(registry)
         self.now = 0.0
 
     def run(self) -> SweepReport:
+        require_custody()
         started, locks_before = time.monotonic(), LOCKS.acquisitions
         self.now = self.clock()
         self.pending = {kind: pending_custody(folder)
@@ -180,11 +231,19 @@ class StaleSweep:
                 self._sweep_orphans(snapshot)
             finally:
                 self.journal.seal()
+        self._prune_generations(snapshot)
         self.report.lock_acquisitions = LOCKS.acquisitions - locks_before
         self.report.duration_ms = int((time.monotonic() - started) * 1000)
+        self._keep_last_sweep()
         if self.emit is not None:
             self.emit("custody.sweep_completed", **self.report.counts())
         return self.report
+
+    def _keep_last_sweep(self) -> None:
+        record = LastSweep(finished_at=self.clock(), counts=self.report.counts())
+        # Best effort, and disposable: a full disk must not fail the sweep.
+        with contextlib.suppress(OSError):
+            publish(self.registry.last_sweep_path, msgspec.json.encode(record), durable=False)
 
     # -- the cheap pass --------------------------------------------------------------
 
@@ -193,20 +252,20 @@ class StaleSweep:
 
     def _snapshot(self) -> _Snapshot:
         snap = _Snapshot()
-        for instance, st in _scan(self.registry.heartbeats_dir, ".json"):
+        for instance, st in _scan(self.registry.heartbeats_dir, ".json", self.report):
             self.report.scanned += 1
             snap.present.add(instance)
             if not stat.S_ISREG(st.st_mode):
                 self.report.kept_uncertain += 1
             elif self._is_stale(st):
                 snap.stale_heartbeats.append(instance)
-        for stem, st in _scan(self.registry.pid_map_dir, ".json"):
+        for stem, st in _scan(self.registry.pid_map_dir, ".json", self.report):
             if stem.isdigit() and stat.S_ISREG(st.st_mode) and self._is_stale(st):
                 snap.stale_pid_map.append(int(stem))
         # A prompt hash whose instance has a heartbeat is judged with that heartbeat:
         # only the others (orphans) need their stat.
         present = snap.present
-        for instance, st in _scan(self.registry.prompt_hash_dir, ".txt",
+        for instance, st in _scan(self.registry.prompt_hash_dir, ".txt", self.report,
                                   lambda stem: stem not in present):
             if stat.S_ISREG(st.st_mode) and self._is_stale(st):
                 snap.stale_prompt_hashes.append(instance)
@@ -234,6 +293,8 @@ class StaleSweep:
                     self.report.kept_live += 1
                 else:
                     self.report.kept_uncertain += 1
+            except _SKIPPED:
+                self.report.unhandled += 1  # refused by the system: skip it, go on
             except CustodyError:
                 self.report.kept_uncertain += 1  # a file name that is no instance's
 
@@ -243,6 +304,9 @@ class StaleSweep:
             captured = capture_file_revision_and_bytes(path)
         except (UnsafePathError, UnstableRevisionError):
             self.report.kept_uncertain += 1
+            return
+        except FileAccessError:
+            self.report.unhandled += 1
             return
         if captured is None:
             self.report.vanished += 1
@@ -301,7 +365,8 @@ class StaleSweep:
     def _count(self, outcome: str) -> None:
         field_name = {"deleted": "deleted", "kept-changed": "kept_changed",
                       "kept-refused": "kept_refused", "restored": "kept_error",
-                      "retained": "retained"}[outcome]
+                      "retained": "retained", "kept-error": "unhandled",
+                      "kept-unsupported": "unsupported"}[outcome]
         setattr(self.report, field_name, getattr(self.report, field_name) + 1)
 
     # -- dependents ----------------------------------------------------------------
@@ -329,6 +394,9 @@ class StaleSweep:
         except (UnsafePathError, UnstableRevisionError):
             self.report.dependents_kept += 1
             return False
+        except FileAccessError:
+            self.report.unhandled += 1
+            return False
         if captured is None:
             return True
         revision, data = captured
@@ -353,7 +421,10 @@ class StaleSweep:
         if result.deleted:
             self.report.dependents_deleted += 1
             return True
-        self.report.dependents_kept += 1
+        if result.outcome in ("kept-error", "kept-unsupported"):
+            self._count(result.outcome)
+        else:
+            self.report.dependents_kept += 1
         return False
 
     # -- orphans ---------------------------------------------------------------------
@@ -368,6 +439,9 @@ class StaleSweep:
                 entry = self.registry.read_pid_map(pid)
             except RecordError:
                 self.report.dependents_kept += 1
+                continue
+            except OSError:
+                self.report.unhandled += 1  # mode 000, I/O error: skip it, go on
                 continue
             if entry is None or entry.instance in snap.present or entry.instance in protected:
                 continue
@@ -387,9 +461,53 @@ class StaleSweep:
             with self.registry.custody_for_sweep(owner) as custody:
                 self._prune(path, owner, kind, custody, orphan=True)
                 custody.discard_lock_file_if(lambda: not self.registry.heartbeat_present(owner))
+        except _SKIPPED:
+            self.report.unhandled += 1
         except CustodyError:
             # Refused custody, or a name that is no instance's: keep the file.
             self.report.dependents_kept += 1
+
+    # -- finished generations --------------------------------------------------------
+
+    def _prune_generations(self, snap: _Snapshot) -> None:
+        """Prune records of generations that ended over the retention ago and whose
+        heartbeat is gone, each under its instance's custody (every generation
+        writer holds it, so the record read there cannot change under us)."""
+        budget = self.max_candidates
+        for instance, st in _scan(self.registry.generations_dir, ".json", self.report,
+                                  lambda stem: stem not in snap.present):
+            if budget <= 0:
+                return
+            if self.now - st.st_mtime <= self.generation_retention:
+                continue
+            budget -= 1
+            try:
+                with self.registry.custody_for_sweep(instance) as custody:
+                    if self._prune_generation(instance):
+                        custody.discard_lock_file_if(functools.partial(
+                            self._heartbeat_absent, instance))
+            except _SKIPPED:
+                self.report.unhandled += 1
+            except CustodyError:
+                continue  # held (a session starts), or a name that is no instance's
+
+    def _heartbeat_absent(self, instance: str) -> bool:
+        return not self.registry.heartbeat_present(instance)
+
+    def _prune_generation(self, instance: str) -> bool:
+        try:
+            record = self.registry.read_generation(instance)
+        except RecordError:
+            return False  # malformed: evidence for a person, not ours to drop
+        if record is None or record.status == "live" or record.instance != instance:
+            return False
+        if self.now - record.changed_at <= self.generation_retention:
+            return False
+        if self.registry.heartbeat_present(instance):
+            return False
+        os.unlink(self.registry.generation_path(instance))
+        self.report.generations_pruned += 1
+        return True
 
 
 def sweep_stale_heartbeats(registry: HeartbeatRegistry, **options: Any) -> SweepReport:

@@ -3,6 +3,8 @@
 The registry folder is ``[plugins.file-custody] directory`` (relative paths are
 under the host root), by default ``<root>/plugins/file-custody/registry``. A
 registry that does not exist is not created: the worker reports zero counts.
+Where custody cannot run (Windows) the worker reports ``unavailable: 1`` and
+does nothing.
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from hostcore.types import WorkerResult
-from hostcore_file_custody.deletion import FileRecoveryResult, recover_interrupted_file_deletions
+from hostcore.plugin.registration import WorkerResult
 from hostcore_file_custody.events import RECOVERY_COUNTS
 from hostcore_file_custody.hooks import NO_HOOKS, SweepHooks
+from hostcore_file_custody.maintenance import prune_leftovers
+from hostcore_file_custody.recovery import FileRecoveryResult, recover_interrupted_file_deletions
 from hostcore_file_custody.registry import HeartbeatRegistry
+from hostcore_file_custody.support import AVAILABLE
 from hostcore_file_custody.sweep import StaleSweep, SweepReport
 
 if TYPE_CHECKING:
@@ -80,8 +84,10 @@ class CustodyPassReport(msgspec.Struct, kw_only=True):
 
 def run_custody_pass(registry: HeartbeatRegistry, *, emit: Any = None,
                      hooks: SweepHooks = NO_HOOKS, **sweep_options: Any) -> CustodyPassReport:
-    """Recovery of interrupted deletions first, then one stale sweep."""
+    """Recovery of interrupted deletions first (with killed writers' leftovers
+    pruned by age), then one stale sweep."""
     recovery = recovery_counts(recover_registry(registry))
+    recovery["leftovers_pruned"] = prune_leftovers(registry)
     if emit is not None:
         emit("custody.recovery_completed", **recovery)
     sweep = StaleSweep(registry, emit=emit, hooks=hooks, **sweep_options).run()
@@ -99,6 +105,8 @@ class CustodyWorker:
         self.path = registry_path(host)
 
     def run(self, host: Host) -> WorkerResult:
+        if not AVAILABLE:
+            return WorkerResult(counts={"registries": 0, "unavailable": 1})
         if not self.path.is_dir():
             return WorkerResult(counts={"registries": 0})
         report = run_custody_pass(HeartbeatRegistry(self.path), emit=host.emit)
@@ -108,6 +116,8 @@ class CustodyWorker:
     def status(self) -> dict[str, Any]:
         from hostcore_file_custody.status import custody_status
 
-        counts = custody_status(HeartbeatRegistry(self.path), include_audit=False)["counts"]
-        return {k: v for k, v in counts.items()
+        report = custody_status(HeartbeatRegistry(self.path), include_audit=False)
+        if not report["available"]:
+            return {"unavailable": 1}
+        return {k: v for k, v in report["counts"].items()
                 if k not in ("observations", "diagnostics", "unreadable_audit_records")}

@@ -13,9 +13,9 @@ from hostcore_file_custody import (
     capture_file_revision,
     delete_file_if_unchanged,
 )
-from hostcore_file_custody.deletion import DeletionManifest
+from hostcore_file_custody.private import DeletionManifest
 
-from hostcore.atomic import atomic_write
+from hostcore.files import atomic_write
 
 
 def _file(tmp_path, data=b"stale heartbeat"):

@@ -12,8 +12,8 @@ from hostcore_file_custody import HeartbeatRegistry, capture_file_revision, dele
 from hostcore_file_custody.events import EVENTS
 from hostcore_file_custody.worker import registry_for
 
-from hostcore.atomic import atomic_write
 from hostcore.errors import ConfigError
+from hostcore.files import atomic_write
 
 DOCS = Path(__file__).resolve().parents[3] / "docs"
 

@@ -14,11 +14,11 @@ from hostcore_file_custody import (
     pending_custody,
     recover_interrupted_file_deletions,
 )
-from hostcore_file_custody.deletion import RECOVERY_LOCK_NAME, DeletionManifest
 from hostcore_file_custody.locks import lock_exclusive
 from hostcore_file_custody.owner import HostIdentity, OwnerRecord
+from hostcore_file_custody.private import RECOVERY_LOCK_NAME, DeletionManifest
 
-from hostcore.atomic import atomic_write
+from hostcore.files import atomic_write
 
 
 class Interrupted(Exception):
@@ -195,11 +195,11 @@ def test_a_retained_operation_is_recovered_while_its_creator_lives(tmp_path):
 def test_a_recovery_already_running_keeps_the_folder(tmp_path, kit):
     path, manifest = _interrupted(tmp_path)
     _dead(manifest, kit)
-    fd = lock_exclusive(path.parent / ".custody" / RECOVERY_LOCK_NAME)
+    lock = lock_exclusive(path.parent / ".custody" / RECOVERY_LOCK_NAME)
     try:
         results = recover_interrupted_file_deletions(path.parent, lambda source: True)
     finally:
-        os.close(fd)
+        lock.close()
     assert [(r.outcome, r.source_path) for r in results] == [("kept-busy", None)]
     assert _pins(path)
 

@@ -12,7 +12,7 @@ from hostcore_file_custody import (
     file_revision_matches,
 )
 
-from hostcore.atomic import atomic_write
+from hostcore.files import atomic_write
 
 
 def test_captures_digest_identity_and_times_of_a_regular_file(tmp_path):

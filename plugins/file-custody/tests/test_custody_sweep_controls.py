@@ -20,9 +20,9 @@ from hostcore_file_custody import (
     current_owner,
     delete_file_if_unchanged,
 )
-from hostcore_file_custody.deletion import DeletionManifest
+from hostcore_file_custody.private import DeletionManifest
 
-from hostcore.atomic import atomic_write
+from hostcore.files import atomic_write
 
 
 def _sweep(registry: HeartbeatRegistry, **options):
@@ -207,9 +207,21 @@ def test_an_unknown_pin_identity_protects_the_whole_registry(registry, kit):
     private = registry.heartbeats_dir / ".custody"
     private.mkdir(mode=0o700)
     (private / "op_unknown.json").write_bytes(b"garbage")
+    (private / "op_unknown.pin").write_bytes(b"some heartbeat, nobody knows whose")
     report = _sweep(registry)
     assert report.protected_folders == 1 and report.candidates == 0
     _untouched(registry, planted)
+
+
+def test_a_torn_manifest_with_nothing_pinned_does_not_stop_the_sweep(registry, kit):
+    planted = kit.plant_stale(registry, "alpha")
+    private = registry.heartbeats_dir / ".custody"
+    private.mkdir(mode=0o700)
+    (private / "op_torn.json").write_bytes(b"")  # what a power cut leaves of an unsynced one
+    report = _sweep(registry)
+    assert report.protected_folders == 0 and report.deleted == 1
+    assert not registry.heartbeat_path(planted.instance).exists()
+    assert (private / "op_torn.json").exists()  # evidence kept for a person to release
 
 
 def test_an_unknown_pid_map_pin_protects_only_pid_map_entries(registry, kit):

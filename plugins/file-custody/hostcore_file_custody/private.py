@@ -1,0 +1,335 @@
+"""The private custody folder beside a cache folder's files, and what it holds.
+
+``<folder>/.custody`` (mode 0700, owned by us; a symlink or a folder others can
+read is refused) holds, for each deletion in flight, an intent manifest
+``<op>.json`` and, once the live name was moved there, the pin ``<op>.pin``.
+Manifests are written durably (file and folder fsynced) *before* the pin's
+rename, so after a power cut a pin never outlives its manifest and a manifest is
+never torn.
+
+:func:`pending_custody` reads a private folder without acting, for sweeps and
+status: which source names an operation in flight protects, and whether an
+operation of unknown identity protects the whole folder. :func:`list_operations`
+describes each operation for a person deciding what to release.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import stat
+import time
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from hostcore_file_custody.errors import CustodyError, UnsafePathError
+from hostcore_file_custody.fsio import DIR_MODE, publish_at
+from hostcore_file_custody.owner import Liveness, OwnerRecord, owner_liveness
+from hostcore_file_custody.revision import (
+    PRIVATE_DIR_NAME,
+    FileRevision,
+    capture_at,
+    lstat_at,
+    open_dir,
+    safe_name,
+)
+
+MANIFEST_SUFFIX = ".json"
+PIN_SUFFIX = ".pin"
+RECOVERY_LOCK_NAME = ".recovery.lock"
+# Where released operations are kept as evidence, beside the private folder.
+RELEASED_DIR_NAME = ".custody-released"
+
+
+class DeletionManifest(msgspec.Struct, frozen=True, kw_only=True):
+    """The intent recorded before a file is pinned (``<op>.json`` in the private folder)."""
+
+    op: str
+    state: Literal["intent", "retained"]
+    source_name: str
+    source_dir: str
+    source_dir_dev: int
+    source_dir_ino: int
+    expected: FileRevision
+    creator: OwnerRecord
+    created_at: float
+    reason: str = ""
+
+
+class PendingCustody(msgspec.Struct, frozen=True, kw_only=True):
+    """What a private folder holds now, read without acting (for sweeps and status).
+
+    ``sources`` are the file names with a pin or an intent in flight (including
+    those named by manifests written for another folder, as after a ``cp -a``
+    restore); ``unknown`` is true when some pinned file's identity cannot be
+    read, which protects the whole folder. A malformed manifest with nothing
+    pinned hides no file: it is counted, not protecting. ``foreign`` counts
+    manifests of another host, platform or PID namespace, the oldest
+    ``oldest_foreign_seconds`` old.
+    """
+
+    sources: frozenset[str] = frozenset()
+    unknown: bool = False
+    manifests: int = 0
+    pins: int = 0
+    retained: int = 0
+    malformed: int = 0
+    other_folder: int = 0
+    foreign: int = 0
+    oldest_foreign_seconds: float | None = None
+
+
+class OperationView(msgspec.Struct, frozen=True, kw_only=True):
+    """One operation in a private folder, as a person deciding what to release sees it.
+
+    ``owner`` is the creator's liveness (``alive``, ``dead``, ``unknown``,
+    ``foreign``) or ``unreadable``; ``protects`` is ``source`` (only its source
+    name), ``folder`` (identity unknown and something pinned) or ``nothing``.
+    ``location`` is the path to pass to ``recover --release``.
+    """
+
+    op: str
+    source_path: str | None
+    state: str
+    owner: str
+    age_seconds: float | None
+    pinned: bool
+    protects: Literal["source", "folder", "nothing"]
+    location: str
+    note: str = ""
+
+
+# -- the private folder -------------------------------------------------------------
+
+
+def check_private(fd: int, where: Path) -> None:
+    st = os.fstat(fd)
+    if not stat.S_ISDIR(st.st_mode):
+        raise UnsafePathError(f"{where}: not a directory")
+    if st.st_uid != os.geteuid() or st.st_mode & 0o077:
+        raise UnsafePathError(f"{where}: private custody folder is not owner-only")
+
+
+def open_private_dir(parent_fd: int, parent: Path, *, create: bool,
+                     name: str = PRIVATE_DIR_NAME) -> int | None:
+    """Open (creating with mode 0700 if asked) the private folder beside ``parent``'s files.
+
+    ``None`` when it does not exist and ``create`` is false. Raises
+    :class:`UnsafePathError` when it is a symlink, not a folder, or readable by
+    others; ``OSError`` when it cannot be made (no space, permission).
+    """
+    where = parent / name
+    if create:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(name, DIR_MODE, dir_fd=parent_fd)
+    try:
+        fd = open_dir(Path(name), dir_fd=parent_fd)
+    except FileNotFoundError:
+        if create:
+            raise
+        return None
+    try:
+        check_private(fd, where)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def same_private_dir(parent_fd: int, private_fd: int) -> bool:
+    """Whether the private folder's name still leads to the folder we hold open."""
+    named = lstat_at(parent_fd, PRIVATE_DIR_NAME)
+    held = os.fstat(private_fd)
+    return named is not None and (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
+
+
+def new_op() -> str:
+    return f"op_{time.time_ns():x}_{secrets.token_hex(6)}"
+
+
+def write_manifest(private_fd: int, manifest: DeletionManifest) -> None:
+    """Write ``manifest`` durably: a power cut leaves it whole or absent, never torn,
+    and never absent while its pin's rename survives."""
+    publish_at(private_fd, f"{manifest.op}{MANIFEST_SUFFIX}", msgspec.json.encode(manifest),
+               durable=True)
+
+
+def drop(private_fd: int, name: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(name, dir_fd=private_fd)
+
+
+def operations(private_fd: int) -> tuple[set[str], set[str]]:
+    """The operation ids with a manifest, and those with a pin (hidden names skipped)."""
+    manifests: set[str] = set()
+    pins: set[str] = set()
+    for entry in os.listdir(private_fd):
+        if entry.startswith("."):
+            continue  # the recovery lock, probes and temp files (never a pin's intent)
+        if entry.endswith(MANIFEST_SUFFIX):
+            manifests.add(entry[: -len(MANIFEST_SUFFIX)])
+        elif entry.endswith(PIN_SUFFIX):
+            pins.add(entry[: -len(PIN_SUFFIX)])
+        else:
+            pins.add(entry)  # an unknown file is evidence of an unknown operation
+    return manifests, pins
+
+
+def read_manifest(private_fd: int, op: str, where: Path) -> DeletionManifest | None:
+    """The manifest of ``op``, or ``None`` when it is absent, torn, unreadable or inconsistent."""
+    try:
+        captured = capture_at(private_fd, f"{op}{MANIFEST_SUFFIX}", where=str(where))
+        if captured is None:
+            return None
+        manifest = msgspec.json.decode(captured[1], type=DeletionManifest)
+    except (msgspec.DecodeError, CustodyError):
+        return None
+    if manifest.op != op or safe_name_or_none(manifest.source_name) is None:
+        return None
+    return manifest
+
+
+def safe_name_or_none(name: str) -> str | None:
+    try:
+        return safe_name(Path(name))
+    except UnsafePathError:
+        return None
+
+
+def file_age(dir_fd: int, name: str, now: float) -> float | None:
+    try:
+        st = lstat_at(dir_fd, name)
+    except OSError:
+        return None
+    return None if st is None else max(0.0, now - st.st_mtime)
+
+
+# -- reading without acting ---------------------------------------------------------
+
+
+def pending_custody(directory: str | os.PathLike[str]) -> PendingCustody:
+    """What the private folder beside ``directory``'s files holds, without acting on it.
+
+    A private folder that cannot be read counts as ``unknown``: it protects its folder.
+    """
+    directory = Path(directory)
+    try:
+        dir_fd = open_dir(directory)
+    except FileNotFoundError:
+        return PendingCustody()
+    except (UnsafePathError, OSError):
+        return PendingCustody(unknown=True)
+    try:
+        try:
+            private_fd = open_private_dir(dir_fd, directory, create=False)
+        except (UnsafePathError, OSError):
+            return PendingCustody(unknown=True)
+        if private_fd is None:
+            return PendingCustody()
+        try:
+            return _pending(private_fd, directory, os.fstat(dir_fd))
+        except OSError:
+            return PendingCustody(unknown=True)
+        finally:
+            os.close(private_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _pending(private_fd: int, directory: Path, dir_st: os.stat_result) -> PendingCustody:
+    manifests, pins = operations(private_fd)
+    sources: set[str] = set()
+    unknown = bool(pins - manifests)
+    retained = malformed = other_folder = foreign = 0
+    oldest_foreign: float | None = None
+    now = time.time()
+    for op in manifests:
+        manifest = read_manifest(private_fd, op, directory / PRIVATE_DIR_NAME / op)
+        if manifest is None:
+            malformed += 1
+            unknown = unknown or op in pins
+            continue
+        sources.add(manifest.source_name)
+        if (manifest.source_dir_dev, manifest.source_dir_ino) != (dir_st.st_dev, dir_st.st_ino):
+            other_folder += 1
+            continue
+        retained += manifest.state == "retained"
+        if owner_liveness(manifest.creator, probe=False) is Liveness.FOREIGN:
+            foreign += 1
+            age = max(0.0, now - manifest.created_at)
+            oldest_foreign = age if oldest_foreign is None else max(oldest_foreign, age)
+    return PendingCustody(sources=frozenset(sources), unknown=unknown, manifests=len(manifests),
+                          pins=len(pins), retained=retained, malformed=malformed,
+                          other_folder=other_folder, foreign=foreign,
+                          oldest_foreign_seconds=oldest_foreign)
+
+
+def list_operations(directory: str | os.PathLike[str]) -> list[OperationView]:
+    """Every operation in the private folder beside ``directory``'s files, described.
+
+    Takes no lock and probes no lock: an owner whose death only its lock could
+    prove reads ``unknown`` here.
+    """
+    directory = Path(directory)
+    try:
+        dir_fd = open_dir(directory)
+    except (CustodyError, OSError):
+        return []
+    try:
+        try:
+            private_fd = open_private_dir(dir_fd, directory, create=False)
+        except (CustodyError, OSError):
+            return []
+        if private_fd is None:
+            return []
+        try:
+            return _describe(private_fd, directory, os.fstat(dir_fd))
+        except OSError:
+            return []
+        finally:
+            os.close(private_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _describe(private_fd: int, directory: Path, dir_st: os.stat_result) -> list[OperationView]:
+    private = directory / PRIVATE_DIR_NAME
+    manifests, pins = operations(private_fd)
+    now = time.time()
+    views = [
+        OperationView(op=op, source_path=None, state="no-manifest", owner="unreadable",
+                      age_seconds=file_age(private_fd, _pin_name(private_fd, op), now),
+                      pinned=True, protects="folder",
+                      location=str(private / _pin_name(private_fd, op)),
+                      note="a pinned file without a manifest: its source is unknown")
+        for op in sorted(pins - manifests)
+    ]
+    for op in sorted(manifests):
+        pinned = op in pins
+        manifest_name = f"{op}{MANIFEST_SUFFIX}"
+        manifest = read_manifest(private_fd, op, private / manifest_name)
+        if manifest is None:
+            views.append(OperationView(
+                op=op, source_path=None, state="malformed", owner="unreadable",
+                age_seconds=file_age(private_fd, manifest_name, now), pinned=pinned,
+                protects="folder" if pinned else "nothing", location=str(private / manifest_name),
+                note="the manifest cannot be read"))
+            continue
+        other = (manifest.source_dir_dev, manifest.source_dir_ino) != (dir_st.st_dev,
+                                                                        dir_st.st_ino)
+        views.append(OperationView(
+            op=op, source_path=str(directory / manifest.source_name), state=manifest.state,
+            owner=owner_liveness(manifest.creator, probe=False).value,
+            age_seconds=max(0.0, now - manifest.created_at), pinned=pinned, protects="source",
+            location=str(private / manifest_name),
+            note="written for another folder (a copied or restored registry?)" if other
+            else manifest.reason))
+    return views
+
+
+def _pin_name(private_fd: int, op: str) -> str:
+    """The name under which an operation without a manifest is pinned."""
+    return f"{op}{PIN_SUFFIX}" if lstat_at(private_fd, f"{op}{PIN_SUFFIX}") else op

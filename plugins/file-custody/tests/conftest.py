@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -27,3 +28,22 @@ def custody_host(make_host: Callable[..., object]) -> object:
 def kit() -> ModuleType:
     """The scenario builders of :mod:`hostcore_file_custody.testing`."""
     return scenarios
+
+
+def _load_faults() -> ModuleType:
+    # Test modules are imported by path (--import-mode=importlib): load the helper so too.
+    spec = importlib.util.spec_from_file_location("custody_faults",
+                                                  Path(__file__).with_name("faults.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+FAULTS = _load_faults()
+
+
+@pytest.fixture
+def faults() -> ModuleType:
+    """Runners for scenarios where the system really refuses (see ``faults.py``)."""
+    return FAULTS

@@ -1,16 +1,19 @@
 """A pin owner that pauses at one step of a deletion so its parent can SIGKILL it there.
 
-Usage: custody_kill_child.py delete <path> <pause-step> <validate yes|no>
-       custody_kill_child.py sweep <registry> <pause-point>
+Usage: custody_kill_child.py delete <path> <pause-step> <validate yes|no> [<lifetime lock>]
+       custody_kill_child.py sweep <registry> <pause-point> [<seconds>]
 
-It prints ``paused <step>`` when it reaches the step, then sleeps until killed.
-If it never reaches the step it finishes and prints ``done <outcome>``.
+It prints ``paused <step>`` when it reaches the step, then sleeps until killed
+(or, for a sweep given ``seconds``, that long before it goes on). If it never
+reaches the step it finishes and prints ``done <outcome>``. A deleter given a
+lifetime lock holds it from the start and records it as its proof of life.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 from hostcore_file_custody import (
     HeartbeatRegistry,
@@ -19,14 +22,18 @@ from hostcore_file_custody import (
     capture_file_revision,
     delete_file_if_unchanged,
 )
+from hostcore_file_custody.locks import lock_exclusive
 
 
-def pause(step: str) -> None:
+def pause(step: str, seconds: float = 600.0) -> None:
     print(f"paused {step}", flush=True)
-    time.sleep(600)
+    time.sleep(seconds)
 
 
-def delete(path: str, step: str, answer: str) -> None:
+def delete(path: str, step: str, answer: str, lock: str | None = None) -> None:
+    if lock is not None:
+        held = lock_exclusive(Path(lock))  # held until this process dies
+        assert not held.closed
     revision = capture_file_revision(path)
     assert revision is not None
 
@@ -39,12 +46,12 @@ def delete(path: str, step: str, answer: str) -> None:
             pause(step)
         return answer == "yes"
 
-    result = delete_file_if_unchanged(path, revision, validate, on_step=on_step)
+    result = delete_file_if_unchanged(path, revision, validate, on_step=on_step, owner_lock=lock)
     print(f"done {result.outcome}", flush=True)
 
 
-def sweep(root: str, point: str) -> None:
-    hooks = SweepHooks(**{point: lambda subject: pause(point)})
+def sweep(root: str, point: str, seconds: str = "600") -> None:
+    hooks = SweepHooks(**{point: lambda subject: pause(point, float(seconds))})
     report = StaleSweep(HeartbeatRegistry(root), hooks=hooks).run()
     print(f"done {report.deleted}", flush=True)
 

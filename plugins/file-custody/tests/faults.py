@@ -1,0 +1,85 @@
+"""Running a scenario where the operating system really refuses: as an unprivileged
+user (mode 000 denies only then), or in a mount namespace of its own (to mount a
+tiny tmpfs). Each helper skips, saying why, only when that is impossible here."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+HELPERS = Path(__file__).parent / "helpers"
+FAULT_CHILD = HELPERS / "custody_fault_child.py"
+
+
+def _unprivileged_user() -> pwd.struct_passwd:
+    try:
+        return pwd.getpwnam("nobody")
+    except KeyError:
+        pytest.skip("running as root and there is no 'nobody' user to drop privileges to")
+
+
+@contextmanager
+def shared_folder() -> Iterator[tuple[Path, list[str]]]:
+    """A folder an unprivileged child can write, and the child's arguments to drop to it.
+
+    As root: a fresh folder under the system temp folder owned by ``nobody``, and
+    ``--drop-to uid:gid`` (the child drops privileges itself, once its interpreter
+    and modules are loaded: the interpreter may live where ``nobody`` cannot read);
+    otherwise a temp folder of ours and no arguments (mode 000 denies us already).
+    """
+    folder = Path(tempfile.mkdtemp(prefix="custody-fault-"))
+    drop: list[str] = []
+    try:
+        if os.geteuid() == 0:
+            user = _unprivileged_user()
+            os.chown(folder, user.pw_uid, user.pw_gid)
+            os.chmod(folder, 0o700)
+            drop = ["--drop-to", f"{user.pw_uid}:{user.pw_gid}"]
+        yield folder, drop
+    finally:
+        subprocess.run(["chmod", "-R", "u+rwx", str(folder)], check=False)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def run_unprivileged(scenario: str) -> dict[str, object]:
+    """Run a fault scenario as a user that mode 000 really denies."""
+    with shared_folder() as (folder, drop):
+        result = subprocess.run([sys.executable, str(FAULT_CHILD), scenario, str(folder), *drop],
+                                capture_output=True, text=True, timeout=120, cwd=folder)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def unshare_prefix(*namespaces: str) -> list[str]:
+    """The ``unshare`` command that enters new ``namespaces`` here, or a skip saying why."""
+    tool = shutil.which("unshare")
+    if tool is None:
+        pytest.skip("unshare(1) is not installed")
+    attempts = [[tool, *namespaces]]
+    if os.geteuid() != 0:
+        attempts = [[tool, "--user", "--map-root-user", *namespaces]]
+    for prefix in attempts:
+        probe = subprocess.run([*prefix, "true"], capture_output=True, text=True, timeout=30)
+        if probe.returncode == 0:
+            return prefix
+        reason = probe.stderr.strip()
+    pytest.skip(f"unshare {' '.join(namespaces)} is not permitted here: {reason}")
+
+
+def run_in_mount_namespace(scenario: str, tmp_path: Path) -> dict[str, object]:
+    """Run a fault scenario in a mount namespace of its own (it mounts a tmpfs)."""
+    prefix = unshare_prefix("--mount", "--propagation", "private")
+    result = subprocess.run([*prefix, sys.executable, str(FAULT_CHILD), scenario, str(tmp_path)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]

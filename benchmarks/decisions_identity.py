@@ -28,17 +28,17 @@ from pathlib import Path
 # The same raw baseline as the poll-cycle benchmark beside this script.
 from poll_cycle import read_raw
 
-from hostcore.export import decisions_identity
+from hostcore.export.exporter import decisions_identity
 from hostcore.host import Host
-from hostcore.ledger import (
+from hostcore.workitems.ledger import Ledger
+from hostcore.workitems.records import (
     EndedStamp,
-    Ledger,
     PollSection,
     PortableRecord,
     decision_member,
     encode_record,
 )
-from hostcore.ref import fold
+from hostcore.export.ref import fold
 
 
 def plant(folder: Path, count: int) -> None:

@@ -34,9 +34,9 @@ from pathlib import Path
 import hostcore_directory_destination.plugin as directory_plugin
 from hostcore_directory_destination.destination import SEGMENT_BYTES, DirectoryDestination
 
-from hostcore.export import BATCH_ROWS, EXPORT_COLUMNS, Exporter
+from hostcore.export.exporter import BATCH_ROWS, EXPORT_COLUMNS, Exporter
 from hostcore.host import Host
-from hostcore.store import EvidenceRow
+from hostcore.evidence.store import EvidenceRow
 
 DIRECTORIES = 50
 SOURCES = ("claude", "codex", "other")

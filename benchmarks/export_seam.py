@@ -33,16 +33,16 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from hostcore.policy import Policy
-from hostcore.policy_inputs import (
+from hostcore.evidence.policy import Policy
+from hostcore.evidence.inputs import (
     CLASS_LIST_FILE,
     OPT_OUT_FILE,
     ClassList,
     IgnoreDotfiles,
     SyncOptOut,
 )
-from hostcore.seam import ExportSeam
-from hostcore.store import EvidenceRow, Store
+from hostcore.evidence.seam import ExportSeam
+from hostcore.evidence.store import EvidenceRow, Store
 
 REMOTES = 10_000
 DIRECTORIES = 500

@@ -24,9 +24,10 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from hostcore.ledger import Ledger, PollSection, PortableRecord, encode_record, format_utc
-from hostcore.poller import LEDGER_CHECKS_PER_CYCLE, LEDGER_RECHECK_EVERY_CYCLES, Poller
-from hostcore.workitems import Closure, Listing, ScopeListing
+from hostcore.timestamps import format_utc
+from hostcore.workitems.ledger import Ledger, PollSection, PortableRecord, encode_record
+from hostcore.workitems.poller import LEDGER_CHECKS_PER_CYCLE, LEDGER_RECHECK_EVERY_CYCLES, Poller
+from hostcore.workitems.items import Closure, Listing, ScopeListing
 
 INTERVAL = 60.0
 DUE = 100

@@ -46,17 +46,17 @@ from hostcore_github_capture.sidecar import (
 )
 from hostcore_github_capture.state import SIDECAR_FILE, SidecarState, StateFile
 
-from hostcore.atomic import atomic_write
-from hostcore.policy import Policy
-from hostcore.policy_inputs import (
+from hostcore.files import atomic_write
+from hostcore.evidence.policy import Policy
+from hostcore.evidence.inputs import (
     CLASS_LIST_FILE,
     OPT_OUT_FILE,
     ClassList,
     IgnoreDotfiles,
     SyncOptOut,
 )
-from hostcore.seam import ExportSeam
-from hostcore.store import EvidenceRow, Store
+from hostcore.evidence.seam import ExportSeam
+from hostcore.evidence.store import EvidenceRow, Store
 
 REPOS = 10_000
 SOURCES = [f"{tool}-{host}" for tool in ("claude", "codex", "gemini") for host in ("a", "b")]

@@ -1,4 +1,4 @@
-"""Write ``docs/hooks.md`` from the hookspec docstrings in :mod:`hostcore.hookspecs`.
+"""Write ``docs/hooks.md`` from the hookspec docstrings in :mod:`hostcore.plugin.hookspecs`.
 
 The docstrings are the contract; this page is their rendering. Run it after
 changing a hookspec (``tests/test_docs_hooks.py`` fails until you do)::
@@ -40,7 +40,7 @@ _VERSION = re.compile(r"^\s*\.\. versionadded:: (\S+)\s*$", re.MULTILINE)
 
 
 def hookspecs() -> list[tuple[str, object]]:
-    from hostcore import hookspecs as module
+    from hostcore.plugin import hookspecs as module
 
     return sorted(
         (name, fn) for name, fn in vars(module).items()

@@ -28,7 +28,7 @@ from pathlib import Path
 import msgspec
 
 from hostcore import Host, hookimpl
-from hostcore.workitems import (
+from hostcore.workitems.items import (
     Closure,
     Listing,
     ProviderError,

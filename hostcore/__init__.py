@@ -14,8 +14,8 @@ __version__ = "0.1.0"
 # name -> module that defines it; resolved on first attribute access (PEP 562).
 _LAZY = {
     "Host": "hostcore.host",
-    "hookimpl": "hostcore.markers",
-    "hookspec": "hostcore.markers",
+    "hookimpl": "hostcore.plugin.markers",
+    "hookspec": "hostcore.plugin.markers",
     "EventSpec": "hostcore.telemetry",
     "Event": "hostcore.telemetry",
     "ConfigError": "hostcore.errors",
@@ -40,7 +40,7 @@ __all__ = [
 if TYPE_CHECKING:
     from hostcore.errors import ConfigError, HostcoreError, PluginLoadError, RecordError
     from hostcore.host import Host
-    from hostcore.markers import hookimpl, hookspec
+    from hostcore.plugin.markers import hookimpl, hookspec
     from hostcore.telemetry import Event, EventSpec
 
 

@@ -16,7 +16,7 @@ def main(argv: list[str] | None = None) -> None:
 
         print(f"hostcore {__version__}")
         raise SystemExit(0)
-    from hostcore.cli import run_cli
+    from hostcore.cli.app import run_cli
 
     raise SystemExit(run_cli(args))
 

@@ -8,6 +8,8 @@ a Struct the plugin defines, so its errors read the same way.
 
 from __future__ import annotations
 
+import logging
+import os
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -16,16 +18,25 @@ import msgspec
 
 from hostcore.errors import ConfigError
 
+log = logging.getLogger("hostcore.config")
+
 CONFIG_FILE_NAME = "hostcore.toml"
 
 T = TypeVar("T")
-PositiveSeconds = Annotated[float, msgspec.Meta(gt=0)]
+# A day is the longest interval that makes sense for a tick or a poll; an
+# unbounded float (inf, 1e300) would crash the wait after the first tick.
+PositiveSeconds = Annotated[float, msgspec.Meta(gt=0, le=86_400)]
+WaitSeconds = Annotated[float, msgspec.Meta(ge=0, le=86_400)]
 
 
 class RunSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """``[run]``: the tick loop of ``hostcore run``."""
 
     interval_seconds: PositiveSeconds = 60.0
+    # How long `run --once` keeps ticking while a worker reports pending work.
+    drain_seconds: WaitSeconds = 60.0
+    # How long a command waits for another process's step before giving up.
+    lock_wait_seconds: WaitSeconds = 10.0
 
 
 class PollSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -45,9 +56,34 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 class Config:
     """The effective configuration, and where it came from."""
 
-    def __init__(self, settings: Settings, source: Path | None) -> None:
+    def __init__(self, settings: Settings, source: Path | None, *,
+                 watch: Path | None = None) -> None:
         self.settings = settings
         self.source = source
+        # The file whose edits reloaded() picks up: the one read, or the default
+        # one that did not exist yet.
+        self.watch = watch or source
+        self._stamp = _stamp(self.watch)
+
+    def reloaded(self) -> Config:
+        """This config, or a fresh read of its file if the file changed since.
+
+        A file that no longer reads or parses keeps this config (logged once
+        per change): a running loop must not die of a half-saved edit.
+        """
+        if self.watch is None:
+            return self
+        stamp = _stamp(self.watch)
+        if stamp == self._stamp:
+            return self
+        try:
+            fresh = (load_config(self.watch, self.watch.parent) if stamp is not None
+                     else Config(Settings(), None, watch=self.watch))
+        except ConfigError as exc:
+            log.warning("config changed but cannot be used; keeping the old one: %s", exc)
+            self._stamp = stamp
+            return self
+        return fresh
 
     @property
     def origin(self) -> str:
@@ -74,7 +110,7 @@ def load_config(path: Path | None, root: Path) -> Config:
     if path is None:
         candidate = root / CONFIG_FILE_NAME
         if not candidate.exists():
-            return Config(Settings(), None)
+            return Config(Settings(), None, watch=candidate)
         path = candidate
     elif not path.exists():
         raise ConfigError(f"{path}: config file not found")
@@ -85,6 +121,17 @@ def load_config(path: Path | None, root: Path) -> Config:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read config file: {exc}") from None
     return Config(parse_settings(raw, str(path)), path)
+
+
+def _stamp(path: Path | None) -> tuple[int, int, int] | None:
+    """What tells a changed file: inode, size and modification time."""
+    if path is None:
+        return None
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return (found.st_ino, found.st_size, found.st_mtime_ns)
 
 
 def parse_settings(raw: Any, origin: str) -> Settings:

@@ -8,76 +8,60 @@ other's plugins, state or events::
 
     with Host(root="/tmp/agent-state", plugins=[my_plugin]) as host:
         report = host.tick()
+
+The host holds three things: the typed :class:`~hostcore.plugin.registry.Registry`
+of what plugins registered, the services plugins use (the store, the policy and
+its seam, the ledger and poller, telemetry, config, state folders), and the tick
+loop (:mod:`hostcore.tick`) that runs the workers.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import logging
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import msgspec
-
-from hostcore import types as regtypes
-from hostcore.atomic import ensure_dir
-from hostcore.builtins import BUILTIN_PLUGINS
-from hostcore.config import Config, load_config, parse_settings
-from hostcore.errors import ConfigError, RegistrationError
-from hostcore.plugins import PluginInfo, PluginSet, Registration, load_plugins
+from hostcore import tick as ticks
+from hostcore.config import Config, Settings, load_config, parse_settings
+from hostcore.errors import ConfigError
+from hostcore.files import ensure_dir, file_lock
+from hostcore.plugin.loader import BUILTIN_PLUGINS, PluginInfo, PluginSet, load_plugins
+from hostcore.plugin.registration import (
+    Destination,
+    PolicyInput,
+    Provider,
+    Source,
+    Worker,
+    availability,
+)
+from hostcore.plugin.registry import Registry
 from hostcore.telemetry import AttrValue, Catalog, Event, Telemetry
+from hostcore.tick import TickReport
 
 if TYPE_CHECKING:
-    from hostcore.freshness import Freshness
-    from hostcore.ledger import Ledger
-    from hostcore.policy import Policy
-    from hostcore.poller import Poller
-    from hostcore.seam import ExportSeam
-    from hostcore.store import Store
+    from hostcore.evidence.policy import Policy
+    from hostcore.evidence.seam import ExportSeam
+    from hostcore.evidence.store import Store
+    from hostcore.export.freshness import Freshness
+    from hostcore.workitems.ledger import Ledger
+    from hostcore.workitems.poller import Poller
 
 log = logging.getLogger("hostcore.host")
 
 T = TypeVar("T")
 
 ENV_ROOT = "HOSTCORE_ROOT"
-# While a worker reports pending work, the next tick comes this soon (seconds).
-BACKLOG_INTERVAL_SECONDS = 5.0
-
-
-class StepReport(msgspec.Struct):
-    """The outcome of one step of a tick (one worker)."""
-
-    name: str
-    ok: bool
-    pending: bool = False
-    skipped: bool = False
-    error: str | None = None
-    counts: dict[str, int] = msgspec.field(default_factory=dict)
-
-
-class TickReport(msgspec.Struct):
-    """Every step of one tick."""
-
-    steps: list[StepReport]
-    duration_ms: int = 0
-
-    @property
-    def ok(self) -> bool:
-        return all(step.ok for step in self.steps)
-
-    @property
-    def pending(self) -> bool:
-        return any(step.pending for step in self.steps)
-
-    @property
-    def failed(self) -> list[StepReport]:
-        return [step for step in self.steps if not step.ok]
+STEP_LOCK_FILE = "run.lock"
+# Kept for embedders that imported it from here in 0.1.
+BACKLOG_INTERVAL_SECONDS = ticks.BACKLOG_INTERVAL_SECONDS
+StepReport = ticks.StepReport
 
 
 def resolve_root(root: str | os.PathLike[str] | None, env: Mapping[str, str]) -> Path:
@@ -91,6 +75,34 @@ def resolve_root(root: str | os.PathLike[str] | None, env: Mapping[str, str]) ->
     return Path(root).expanduser().resolve()
 
 
+def prepare_root(path: Path, *, read_only: bool) -> Path:
+    """``path`` checked (and created ``0700`` unless ``read_only``) as a state root.
+
+    Raises :class:`ConfigError` (exit 2) naming the root when it cannot be
+    created or used, or when another user could write to it: whoever can write
+    the root can plant a symlink where hostcore writes evidence.
+    """
+    try:
+        if not read_only:
+            ensure_dir(path)
+        found = os.stat(path)
+    except FileNotFoundError:
+        if read_only:
+            return path  # nothing kept yet; a read-only command reports an empty root
+        raise ConfigError(f"state root {path}: cannot be created") from None
+    except OSError as exc:
+        raise ConfigError(f"state root {path}: cannot be used: "
+                          f"{exc.strerror or type(exc).__name__}") from None
+    if not stat.S_ISDIR(found.st_mode):
+        raise ConfigError(f"state root {path}: is not a folder")
+    if found.st_uid != os.geteuid() and os.geteuid() != 0:
+        raise ConfigError(f"state root {path}: belongs to another user")
+    if found.st_mode & 0o022:
+        raise ConfigError(f"state root {path}: other users can write to it; "
+                          f"run `chmod 700 {path}` if it is yours")
+    return path
+
+
 class Host:
     """An isolated hostcore instance.
 
@@ -102,8 +114,11 @@ class Host:
     :param config: a path to a TOML file, a mapping, or ``None`` for
         ``<root>/hostcore.toml`` if present, else defaults.
     :param env: the environment to read ``HOSTCORE_*`` variables from.
-    :param plugin_set: an already loaded :class:`~hostcore.plugins.PluginSet` to use
-        instead of loading ``plugins`` and entry points (the CLI does this).
+    :param plugin_set: an already loaded :class:`~hostcore.plugin.loader.PluginSet`
+        to use instead of loading ``plugins`` and entry points (the CLI does this).
+    :param read_only: create nothing under the root: the store and ledger are
+        opened read-only and :meth:`state_dir` does not create folders. For
+        commands that only report.
     """
 
     def __init__(
@@ -115,10 +130,16 @@ class Host:
         *,
         env: Mapping[str, str] | None = None,
         plugin_set: PluginSet | None = None,
+        read_only: bool = False,
     ) -> None:
         self.env: Mapping[str, str] = os.environ if env is None else env
-        self.root = ensure_dir(resolve_root(root, self.env))
+        self.read_only = read_only
+        self.root = prepare_root(resolve_root(root, self.env), read_only=read_only)
         self.config = _make_config(config, self.root)
+        # What this process is doing, written into the step lock while it holds it,
+        # and how long a step waits for another process's (None: as long as it takes).
+        self.activity = "hostcore"
+        self.lock_wait: float | None = None
         # The CLI hands over the set it loaded to find plugin commands, so one
         # process loads its plugins once.
         self.plugins: PluginSet = plugin_set or load_plugins(
@@ -126,106 +147,43 @@ class Host:
         )
         self.catalog = Catalog()
         self.telemetry = Telemetry(self.catalog)
-        self._registered: dict[str, list[object]] = {key: [] for key in regtypes.KINDS}
+        self.registry = Registry(self.plugins)
         self._closers: list[Callable[[], None]] = []
         self._closed = False
-        self._collect_events()
-        self._collect_registrations()
-        for sink in self._registered["telemetry_sink"]:
+        self.registry.collect_events(self.catalog)
+        self.registry.collect(self)
+        for sink in self.registry.get("telemetry_sink"):
             self.telemetry.add_sink(sink)
         counts = {s: 0 for s in ("loaded", "failed", "blocked", "builtin")}
         for info in self.plugins.infos.values():
             counts[info.status] += 1
         self.emit("plugins.loaded", **counts)
 
-    # -- registration ------------------------------------------------------------
-
-    def _plugin_callers(self, hook_name: str) -> Iterator[tuple[str, Callable[..., Any]]]:
-        """Yield (plugin name, a caller of ``hook_name`` limited to that plugin)."""
-        pm = self.plugins.pm
-        hook = getattr(pm.hook, hook_name)
-        everyone = [plugin for _, plugin in pm.list_name_plugin()]
-        for impl in hook.get_hookimpls():  # registration order
-            others = [p for p in everyone if p is not impl.plugin]
-            yield impl.plugin_name, pm.subset_hook_caller(hook_name, remove_plugins=others)
-
-    def _collect_events(self) -> None:
-        for plugin_name, call in self._plugin_callers("hostcore_events"):
-            try:
-                for results in call():
-                    for spec in regtypes.as_objects(results):
-                        self.catalog.add(spec, owner=self._owner(plugin_name))
-            except Exception as exc:
-                self._reject(plugin_name, exc)
-
-    def _collect_registrations(self) -> None:
-        seen: dict[tuple[str, str], str] = {}
-        for kind in regtypes.KINDS.values():
-            for plugin_name, call in self._plugin_callers(kind.hook):
-                owner = self._owner(plugin_name)
-                try:
-                    objects = [o for r in call(host=self) for o in regtypes.as_objects(r)]
-                    for obj in objects:
-                        regtypes.validate(kind, obj, owner)
-                        key = (kind.key, obj.name)  # type: ignore[attr-defined]
-                        if key in seen:
-                            raise RegistrationError(
-                                f"{kind.key} name {obj.name!r} from {owner} is already "  # type: ignore[attr-defined]
-                                f"registered by {seen[key]}"
-                            )
-                except ConfigError:
-                    raise  # a user's config mistake: exit 2, not a plugin failure
-                except Exception as exc:
-                    self._reject(plugin_name, exc)
-                    continue
-                info = self.plugins.infos[plugin_name]
-                for obj in objects:
-                    seen[(kind.key, obj.name)] = owner  # type: ignore[attr-defined]
-                    self._registered[kind.key].append(obj)
-                    info.registrations.append(_registration(kind.key, obj))
-        self._registered["worker"].sort(key=lambda w: getattr(w, "order", 100))
-
-    def _owner(self, plugin_name: str) -> str:
-        info = self.plugins.infos.get(plugin_name)
-        if info and info.distribution:
-            return f"plugin {plugin_name!r} ({info.distribution})"
-        return f"plugin {plugin_name!r}"
-
-    def _reject(self, plugin_name: str, exc: Exception) -> None:
-        import traceback
-
-        info = self.plugins.infos[plugin_name]
-        if info.status == "builtin":
-            raise exc
-        # Drop everything the plugin registered so far: half a plugin is worse than none.
-        for kind_key, objects in self._registered.items():
-            mine = {r.name for r in info.registrations if r.kind == kind_key}
-            objects[:] = [o for o in objects if getattr(o, "name", None) not in mine]
-        self.plugins.fail(info, f"{type(exc).__name__}: {exc}", traceback.format_exc())
+    # -- registrations -------------------------------------------------------------
 
     def registered(self, kind: str) -> tuple[Any, ...]:
         """The validated objects of one kind (``"source"``, ``"worker"``, …)."""
-        return tuple(self._registered[kind])
+        return self.registry.get(kind)
 
     @property
-    def sources(self) -> tuple[Any, ...]:
-        return self.registered("source")
+    def sources(self) -> tuple[Source, ...]:
+        return self.registry.get("source")
 
     @property
-    def providers(self) -> tuple[Any, ...]:
-        return self.registered("provider")
+    def providers(self) -> tuple[Provider, ...]:
+        return self.registry.get("provider")
 
     @property
-    def policy_inputs(self) -> tuple[Any, ...]:
-        return self.registered("policy_input")
+    def policy_inputs(self) -> tuple[PolicyInput, ...]:
+        return self.registry.get("policy_input")
 
     @property
-    def workers(self) -> tuple[Any, ...]:
-        return self.registered("worker")
+    def workers(self) -> tuple[Worker, ...]:
+        return self.registry.get("worker")
 
     @property
-    def destinations(self) -> tuple[Any, ...]:
-        return self.registered("destination")
+    def destinations(self) -> tuple[Destination, ...]:
+        return self.registry.get("destination")
 
     @property
     def hook(self) -> Any:
@@ -233,17 +191,10 @@ class Host:
         return self.plugins.pm.hook
 
     def plugin_infos(self) -> list[PluginInfo]:
-        for info in self.plugins.infos.values():
-            for reg in info.registrations:
-                obj = self._find(reg.kind, reg.name)
-                reason = regtypes.availability(obj)
-                reg.available, reg.reason = reason is None, reason
-        return list(self.plugins.infos.values())
+        """Every plugin considered, with each registration's current availability."""
+        return self.registry.infos()
 
-    def _find(self, kind: str, name: str) -> Any:
-        return next((o for o in self._registered[kind] if o.name == name), None)
-
-    # -- services for plugins ----------------------------------------------------
+    # -- services for plugins ------------------------------------------------------
 
     def emit(self, name: str, /, **attributes: AttrValue) -> Event:
         """Emit a catalogued telemetry event to every sink."""
@@ -253,9 +204,23 @@ class Host:
         """A plugin's ``[plugins.<name>]`` table, decoded as ``type_``."""
         return self.config.plugin(name, type_)
 
+    def reload_settings(self) -> Settings:
+        """The settings, read again if the config file changed since it was read.
+
+        A long-running loop calls this each cycle, so an edited interval takes
+        effect without a restart. A file that no longer parses keeps the
+        settings in force and is reported once per change.
+        """
+        self.config = self.config.reloaded()
+        return self.config.settings
+
     def state_dir(self, name: str) -> Path:
-        """A private folder under the root for one plugin's state files."""
-        return ensure_dir(self.root / "plugins" / name)
+        """A private (``0700``) folder under the root for one plugin's state files.
+
+        On a read-only host the path is returned and nothing is created.
+        """
+        path = self.root / "plugins" / name
+        return path if self.read_only else ensure_dir(path)
 
     def on_close(self, closer: Callable[[], None]) -> None:
         """Run ``closer`` when the host closes (store connections, open files)."""
@@ -264,146 +229,95 @@ class Host:
     @functools.cached_property
     def store(self) -> Store:
         """The evidence store, ``<root>/store.sqlite3``, opened on first use."""
-        from hostcore.store import STORE_FILE_NAME, Store
+        from hostcore.evidence.store import STORE_FILE_NAME, Store
 
-        store = Store(self.root / STORE_FILE_NAME)
+        store = Store(self.root / STORE_FILE_NAME, read_only=self.read_only)
         self.on_close(store.close)
         return store
 
     @functools.cached_property
     def policy(self) -> Policy:
         """The live withholding policy over every registered policy input."""
-        from hostcore.policy import Policy
+        from hostcore.evidence.policy import Policy
 
         return Policy(self.policy_inputs)
 
     @functools.cached_property
     def seam(self) -> ExportSeam:
         """The export seam: the only way evidence rows leave :attr:`store`."""
-        from hostcore.seam import ExportSeam
+        from hostcore.evidence.seam import ExportSeam
 
         return ExportSeam(self.store, self.policy)
 
     @functools.cached_property
     def ledger(self) -> Ledger:
         """The work-item ledger, ``<root>/ledger`` (portable records and their index)."""
-        from hostcore.ledger import Ledger
+        from hostcore.workitems.ledger import Ledger
 
-        ledger = Ledger(self.root / "ledger", on_event=self.emit)
+        ledger = Ledger(self.root / "ledger", on_event=self.emit, read_only=self.read_only)
         self.on_close(ledger.close)
         return ledger
 
     @functools.cached_property
     def poller(self) -> Poller:
         """The work-item poller over :attr:`providers` and :attr:`ledger`."""
-        from hostcore.poller import Poller
+        from hostcore.workitems.poller import Poller
 
         return Poller.for_host(self)
 
     @functools.cached_property
     def freshness(self) -> Freshness:
-        """This process's :class:`~hostcore.freshness.Freshness` tracker of the export
-        stream's observed ref: ``host.freshness.check()`` names the governance
+        """This process's :class:`~hostcore.export.freshness.Freshness` tracker of the
+        export stream's observed ref: ``host.freshness.check()`` names the governance
         components that moved since the previous check (nothing on the first)."""
-        from hostcore.freshness import Freshness
+        from hostcore.export.freshness import Freshness
 
         return Freshness.observing(self.root)
 
-    # -- the tick loop -----------------------------------------------------------
+    # -- the tick loop -------------------------------------------------------------
 
     def tick(self, stop: threading.Event | None = None) -> TickReport:
         """Run every worker once, in order; a stop request skips the remaining steps."""
-        started = time.monotonic()
-        steps: list[StepReport] = []
-        for worker in self.workers:
-            if stop is not None and stop.is_set():
-                steps.append(StepReport(name=worker.name, ok=True, skipped=True))
-                continue
-            steps.append(self._run_step(worker))
-        report = TickReport(steps=steps, duration_ms=int((time.monotonic() - started) * 1000))
-        self.emit(
-            "tick.completed",
-            steps=sum(not s.skipped for s in steps),
-            failed=len(report.failed),
-            skipped=sum(s.skipped for s in steps),
-            pending=report.pending,
-            duration_ms=report.duration_ms,
-        )
-        return report
-
-    def _run_step(self, worker: Any) -> StepReport:
-        reason = regtypes.availability(worker)
-        if reason is not None:
-            return StepReport(name=worker.name, ok=True, skipped=True)
-        try:
-            with self.step_lock():
-                result = worker.run(self)
-        except Exception as exc:
-            # Log the kind of failure only: messages can carry paths or names.
-            log.warning("step %r failed: %s", worker.name, type(exc).__name__)
-            log.debug("step %r failed", worker.name, exc_info=True)
-            return StepReport(name=worker.name, ok=False, error=f"{type(exc).__name__}: {exc}")
-        if not isinstance(result, regtypes.WorkerResult):
-            return StepReport(name=worker.name, ok=False,
-                              error=f"returned {type(result).__name__}, not WorkerResult")
-        return StepReport(name=worker.name, ok=True, pending=result.pending,
-                          counts=dict(result.counts))
-
-    @contextlib.contextmanager
-    def step_lock(self) -> Iterator[None]:
-        """Serialise steps across processes sharing this root, one step at a time.
-
-        Reentrant within a process is not needed: steps never nest.
-        """
-        fd = os.open(self.root / "run.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)  # closing drops the flock
+        return ticks.tick(self, stop)
 
     def run(self, stop: threading.Event, *, max_ticks: int | None = None,
-            backlog_interval: float = BACKLOG_INTERVAL_SECONDS) -> TickReport | None:
-        """Tick until ``stop`` is set: every ``[run] interval_seconds``, or every
-        ``backlog_interval`` seconds while a worker reports pending work. Returns the
-        last report."""
-        report = None
-        ticks = 0
-        while not stop.is_set():
-            report = self.tick(stop)
-            ticks += 1
-            if max_ticks is not None and ticks >= max_ticks:
-                break
-            interval = self.config.settings.run.interval_seconds
-            stop.wait(min(interval, backlog_interval) if report.pending else interval)
-        return report
+            backlog_interval: float = ticks.BACKLOG_INTERVAL_SECONDS,
+            on_tick: Callable[[TickReport], None] | None = None) -> TickReport | None:
+        """Tick until ``stop`` is set; see :func:`hostcore.tick.run`."""
+        return ticks.run(self, stop, max_ticks=max_ticks, backlog_interval=backlog_interval,
+                         on_tick=on_tick)
 
-    # -- reporting ---------------------------------------------------------------
+    @contextlib.contextmanager
+    def step_lock(self, timeout: float | None = None) -> Iterator[None]:
+        """Serialise steps across processes sharing this root, one step at a time.
+
+        ``timeout`` (default :attr:`lock_wait`) bounds the wait, after which
+        :class:`~hostcore.files.LockBusy` names the holder; ``None`` waits as long
+        as it takes. Steps never nest.
+        """
+        holder = f"pid {os.getpid()} ({self.activity})"
+        wait = self.lock_wait if timeout is None else timeout
+        with file_lock(self.root / STEP_LOCK_FILE, timeout=wait, holder=holder):
+            yield
+
+    # -- reporting -----------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:
-        """What each registered component reports, keyed by kind then name."""
+        """What each registered component reports, keyed by kind then name, and the
+        last tick this root ran (with its age)."""
         report: dict[str, Any] = {"root": str(self.root), "components": {}}
-        for kind, objects in self._registered.items():
+        for kind, objects in self.registry.items():
             section = {}
             for obj in objects:
-                entry: dict[str, Any] = {}
-                reason = regtypes.availability(obj)
-                entry["available"] = reason is None
-                if reason is not None:
-                    entry["reason"] = reason
-                status = getattr(obj, "status", None)
-                if callable(status):
-                    try:
-                        entry.update(status())
-                    except Exception as exc:
-                        entry["error"] = f"{type(exc).__name__}: {exc}"
-                section[obj.name] = entry
+                section[obj.name] = _component_status(obj)
             if section:
                 report["components"][kind] = section
+        last = ticks.load_last(self.root)
+        report["last_tick"] = None if last is None else _last_tick(last)
         report["telemetry"] = {"sink_failures": dict(self.telemetry.sink_failures)}
         return report
 
-    # -- lifecycle ---------------------------------------------------------------
+    # -- lifecycle -----------------------------------------------------------------
 
     def close(self) -> None:
         if self._closed:
@@ -423,11 +337,33 @@ class Host:
         self.close()
 
 
+def _component_status(obj: object) -> dict[str, Any]:
+    entry: dict[str, Any] = {}
+    reason = availability(obj)
+    entry["available"] = reason is None
+    if reason is not None:
+        entry["reason"] = reason
+    status = getattr(obj, "status", None)
+    if callable(status):
+        try:
+            entry.update(status())
+        except Exception as exc:
+            entry["error"] = f"{type(exc).__name__}: {exc}"
+    return entry
+
+
+def _last_tick(report: TickReport) -> dict[str, Any]:
+    return {
+        "ok": report.ok,
+        "age_seconds": max(0, int(time.time() - report.finished_at)),
+        "duration_ms": report.duration_ms,
+        "pending": report.pending,
+        "steps": {s.name: {"ok": s.ok, "skipped": s.skipped, **s.counts}
+                  for s in report.steps},
+    }
+
+
 def _make_config(config: Any, root: Path) -> Config:
     if config is None or isinstance(config, (str, os.PathLike)):
         return load_config(Path(config) if config is not None else None, root)
     return Config(parse_settings(dict(config), "config mapping"), None)
-
-
-def _registration(kind: str, obj: Any) -> Registration:
-    return Registration(kind=kind, name=obj.name)

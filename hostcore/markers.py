@@ -1,13 +1,5 @@
-"""The pluggy markers for the ``hostcore`` project name.
+"""Deprecated alias of :mod:`hostcore.plugin.markers`."""
 
-Plugins decorate their hook implementations with :data:`hookimpl`; the host's
-hook specifications in :mod:`hostcore.hookspecs` use :data:`hookspec`.
-"""
+from hostcore._moved import alias
 
-import pluggy
-
-PROJECT_NAME = "hostcore"
-ENTRY_POINT_GROUP = "hostcore"
-
-hookspec = pluggy.HookspecMarker(PROJECT_NAME)
-hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+alias(__name__, "hostcore.plugin.markers")

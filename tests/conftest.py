@@ -59,7 +59,7 @@ def fake_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeS
 
 GOOD_PLUGIN = """
     from hostcore import hookimpl
-    from hostcore.types import WorkerResult
+    from hostcore.plugin.registration import WorkerResult
 
     class Hello:
         name = "hello"

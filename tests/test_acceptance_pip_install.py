@@ -21,7 +21,7 @@ import pytest
 
 GOOD_PLUGIN = '''
 from hostcore import EventSpec, hookimpl
-from hostcore.types import WorkerResult
+from hostcore.plugin.registration import WorkerResult
 
 
 class NoteCounter:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hostcore.conformance import ProviderConformance
+from hostcore.testing import ProviderConformance
 
 pytest_plugins = ["pytester"]
 

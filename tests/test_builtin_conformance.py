@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-import hostcore.builtins.evidence as evidence_builtin
-from hostcore.markers import hookimpl
-from hostcore.store import EvidenceRow, SourceBatch
+import hostcore.evidence.plugin as evidence_builtin
+from hostcore.plugin.markers import hookimpl
+from hostcore.evidence.store import EvidenceRow, SourceBatch
 from hostcore.testing import PolicyInputConformance, WorkerConformance
 
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from hostcore import __version__, hookimpl
-from hostcore.types import WorkerResult
+from hostcore.plugin.registration import WorkerResult
 
 
 class Workers:
@@ -165,7 +165,7 @@ def test_plugins_json_has_the_documented_keys(hostcore_cli, register_plugin):
                                      "registrations", "error", "traceback"}
     assert infos["workers"]["registrations"] == [
         {"kind": "worker", "name": "fine", "available": True, "reason": None}]
-    assert infos["hostcore.builtins.core"]["status"] == "builtin"
+    assert infos["hostcore.plugin.core"]["status"] == "builtin"
 
 
 def test_status_json_reports_components(hostcore_cli, register_plugin):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hostcore import hookimpl
-from hostcore.store import EvidenceRow, SourceBatch
+from hostcore.evidence.store import EvidenceRow, SourceBatch
 from hostcore.testing import (
     PolicyInputConformance,
     ProviderConformance,
@@ -19,8 +19,8 @@ from hostcore.testing import (
     TelemetrySinkConformance,
     WorkerConformance,
 )
-from hostcore.types import WorkerResult
-from hostcore.workitems import (
+from hostcore.plugin.registration import WorkerResult
+from hostcore.workitems.items import (
     Closure,
     Listing,
     ProviderError,
@@ -268,9 +268,9 @@ import hashlib, json, time
 from pathlib import Path
 import pytest
 from hostcore import hookimpl
-from hostcore.store import EvidenceRow, SourceBatch
-from hostcore.types import WorkerResult
-from hostcore.workitems import (
+from hostcore.evidence.store import EvidenceRow, SourceBatch
+from hostcore.plugin.registration import WorkerResult
+from hostcore.workitems.items import (
     Closure, Listing, ProviderError, ScopeListing, WorkItem, WorkItemRef)
 from hostcore.testing import (
     DestinationConformance, PolicyInputConformance, ProviderConformance, SourceConformance,
@@ -345,7 +345,7 @@ def test_a_worker_that_returns_a_dict_is_told_what_to_return(run_kit):
     """)
     result.assert_outcomes(passed=1, failed=4)
     says(result, "worker 'dicty': run() returned dict; it must return "
-                 "hostcore.types.WorkerResult(pending=..., counts={...})")
+                 "hostcore.plugin.registration.WorkerResult(pending=..., counts={...})")
 
 
 def test_a_worker_that_keeps_progress_in_memory_fails_the_restart_check(run_kit):
@@ -574,7 +574,7 @@ def test_a_provider_returning_a_list_fails_with_the_type_it_must_return(run_kit)
     """, PROVIDER_BODY)
     result.assert_outcomes(passed=2, failed=4)
     says(result, "provider 'tasks': list_items() returned list; it must return "
-                 "hostcore.workitems.Listing(scopes=(ScopeListing(scope=..., "
+                 "hostcore.workitems.items.Listing(scopes=(ScopeListing(scope=..., "
                  "status='complete', items=(...)), ...)).")
 
 
@@ -595,7 +595,7 @@ def test_a_provider_raising_the_wrong_error_fails_naming_provider_error(run_kit)
     result.assert_outcomes(passed=5, failed=1)
     says(result, "TestTasks.test_an_unanswerable_closure_raises_provider_error",
          "provider 'tasks': closure('t#1') raised FileNotFoundError; a provider that cannot "
-         "answer must raise hostcore.workitems.ProviderError naming the ref (and nothing "
+         "answer must raise hostcore.workitems.items.ProviderError naming the ref (and nothing "
          "else)", "Your code raised:", "FileNotFoundError")
 
 
@@ -673,8 +673,8 @@ def test_a_source_that_raises_on_malformed_input_is_told_to_skip_it(run_kit):
 
 def test_a_destination_that_appends_a_rerun_again_fails_the_exactly_once_check(run_kit):
     result = run_kit("""
-        from hostcore.export import apply_governance
-        from hostcore.ref import Ref
+        from hostcore.export.batch import apply_governance
+        from hostcore.export.ref import Ref
 
         class Naive:
             name = "naive"

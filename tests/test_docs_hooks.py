@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hostcore import hookspecs
+from hostcore.plugin import hookspecs
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 SPECS = sorted(n for n in vars(hookspecs) if n.startswith("hostcore_"))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from hostcore.store import EvidenceRow, Store
+from hostcore.evidence.store import EvidenceRow, Store
 
 CONTRIB_SOURCES = "hostcore-claude-code,hostcore-codex"
 
@@ -235,8 +235,8 @@ def test_run_once_ingests_installed_transcript_sources_and_twice_adds_nothing(tm
 
     store = Store(root / "store.sqlite3")
     try:
-        from hostcore.policy import Policy
-        from hostcore.seam import ExportSeam
+        from hostcore.evidence.policy import Policy
+        from hostcore.evidence.seam import ExportSeam
 
         remotes = {r[1:] for r in ExportSeam(store, Policy([])).read_rows_since_sync(
             None, 0, ["source_id", "git_remote"])}

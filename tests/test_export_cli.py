@@ -9,7 +9,7 @@ import hostcore_directory_destination.plugin as directory_plugin
 import pytest
 
 from hostcore.host import Host
-from hostcore.store import EvidenceRow
+from hostcore.evidence.store import EvidenceRow
 
 
 @pytest.fixture

@@ -9,22 +9,19 @@ import hostcore_directory_destination.plugin as directory_plugin
 import msgspec
 import pytest
 
-from hostcore.export import (
-    EXPORT_ROW_FIELDS,
-    ExportBatch,
+from hostcore.export.batch import EXPORT_ROW_FIELDS, ExportBatch, ExportRow, apply_governance
+from hostcore.export.exporter import (
     Exporter,
-    ExportRow,
-    apply_governance,
     decisions_identity,
     local_governance,
     select_destination,
     terms_identity,
 )
-from hostcore.ledger import EndedStamp, PollSection, PortableRecord
-from hostcore.markers import hookimpl
-from hostcore.ref import Conflict, Ref, Status, fold
-from hostcore.refcache import CACHE_PATH, RefCache
-from hostcore.store import EvidenceRow
+from hostcore.workitems.ledger import EndedStamp, PollSection, PortableRecord
+from hostcore.plugin.markers import hookimpl
+from hostcore.export.ref import Conflict, Ref, Status, fold
+from hostcore.export.refcache import CACHE_PATH, RefCache
+from hostcore.evidence.store import EvidenceRow
 from hostcore.telemetry import EventSpec
 
 
@@ -300,7 +297,7 @@ def test_rows_keep_their_payload_verbatim(host, outbox):
 
 
 def test_local_ref_is_the_last_permitted_position_and_the_identities_in_force(host):
-    from hostcore.export import local_ref
+    from hostcore.export.exporter import local_ref
 
     assert local_ref(host).content == 0
     add_rows(host, 4, directory="/work/a")
@@ -331,7 +328,7 @@ def test_report_asks_the_destination_when_no_plugin_publishes_a_ref(make_host, o
 
 
 def test_the_worker_pushes_a_bounded_slice_and_reports_pending(host, outbox):
-    from hostcore.builtins.export import ExportWorker
+    from hostcore.export.plugin import ExportWorker
 
     add_rows(host, 5)
     worker = ExportWorker(host, run_rows=3)

@@ -15,9 +15,9 @@ import hostcore_directory_destination.plugin as directory_plugin
 import pytest
 from hostcore_directory_destination.destination import DirectoryDestination
 
-from hostcore.export import ExportRow
+from hostcore.export.batch import ExportRow
 from hostcore.host import Host
-from hostcore.store import EvidenceRow
+from hostcore.evidence.store import EvidenceRow
 
 ROWS_PER_DIRECTORY = 40_000
 DIRECTORIES = ("/work/a", "/work/b", "/work/secret")
@@ -104,7 +104,7 @@ def test_sigkill_during_export_then_rerun_loses_and_duplicates_nothing(root, tmp
 DRIVER = textwrap.dedent("""
     import os, signal, sys
     from hostcore_directory_destination import destination as module
-    from hostcore.cli import run_cli
+    from hostcore.cli.app import run_cli
 
     mode = sys.argv[1]
     real_append, real_push = module.DirectoryDestination._append, module.DirectoryDestination.push

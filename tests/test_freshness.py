@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import threading
 
-from hostcore.freshness import Freshness
-from hostcore.ref import Ref
-from hostcore.refcache import RefCache
+from hostcore.export.freshness import Freshness
+from hostcore.export.ref import Ref
+from hostcore.export.refcache import RefCache
 
 
 class Feed:

@@ -6,7 +6,7 @@ import pytest
 
 from hostcore import EventSpec, Host, hookimpl
 from hostcore.errors import TelemetryError
-from hostcore.types import WorkerResult
+from hostcore.plugin.registration import WorkerResult
 
 
 class Counting:

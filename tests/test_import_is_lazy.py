@@ -28,7 +28,7 @@ def test_importing_the_host_class_still_loads_no_plugin():
     assert "pluggy" in loaded  # the host module itself did load
     plugin_modules = {m for m in loaded if m.startswith("hostcore_")}
     assert plugin_modules == set()
-    assert "hostcore.builtins.core" not in loaded
+    assert "hostcore.plugin.core" not in loaded
 
 
 def test_version_flag_loads_no_plugin_machinery():

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import msgspec
 
-from hostcore.export import decisions_identity
-from hostcore.ledger import EndedStamp, Ledger, PollSection, PortableRecord, encode_record
-from hostcore.ref import fold, identity
+from hostcore.export.exporter import decisions_identity
+from hostcore.workitems.ledger import EndedStamp, Ledger, PollSection, PortableRecord, encode_record
+from hostcore.export.ref import fold, identity
 
 _sorted = msgspec.json.Encoder(order="sorted")
 

@@ -7,11 +7,11 @@ import sqlite3
 
 import pytest
 
-from hostcore.ledger import (
+from hostcore.workitems.ledger import Ledger
+from hostcore.workitems.records import (
     POLL,
     SESSION,
     EndedStamp,
-    Ledger,
     PollSection,
     PortableRecord,
     encode_record,

@@ -14,21 +14,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hostcore.errors import RecordError
-from hostcore.ledger import (
+from hostcore.timestamps import format_utc
+from hostcore.timestamps import parse_exact as parse_utc
+from hostcore.workitems.ledger import Ledger
+from hostcore.workitems.records import (
     SLUG_HASH_LENGTH,
     SLUG_PREFIX_LENGTH,
     EndedStamp,
-    Ledger,
     PollSection,
     PortableRecord,
     decode_record,
     encode_record,
-    format_utc,
-    parse_utc,
     slug_for,
 )
-from hostcore.poller import Poller
-from hostcore.workitems import Listing, ScopeListing, WorkItem, WorkItemRef
+from hostcore.workitems.poller import Poller
+from hostcore.workitems.items import Listing, ScopeListing, WorkItem, WorkItemRef
 
 _SAFE = re.compile(r"^[A-Za-z0-9_-]+$")
 MAX_SLUG = SLUG_PREFIX_LENGTH + 1 + SLUG_HASH_LENGTH
@@ -196,7 +196,7 @@ def test_malformed_records_are_skipped_with_a_debug_line_and_counted(tmp_path, c
     (ledger.portable / "junk-0000.json").write_bytes(b"{broken")
     elsewhere = ledger.path_for("o/r#3")
     elsewhere.write_bytes(encode_record(PortableRecord(ref="o/r#2")))  # claims another ref
-    with caplog.at_level(logging.DEBUG, logger="hostcore.ledger"):
+    with caplog.at_level(logging.DEBUG, logger="hostcore.workitems.ledger"):
         refs = [ref for ref, _ in ledger.iter_records()]
         status = ledger.status()
     assert refs == ["o/r#1"]

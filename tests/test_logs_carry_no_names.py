@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from hostcore import hookimpl
-from hostcore.workitems import ProviderError
+from hostcore.workitems.items import ProviderError
 
 SECRET_REPO = "acme-corp/secret-merger-repo"
 SECRET_PATH = "/home/someone/clients/secret-merger"

@@ -8,7 +8,7 @@ import pytest
 
 from hostcore import Host, hookimpl
 from hostcore.errors import PluginLoadError
-from hostcore.types import WorkerResult
+from hostcore.plugin.registration import WorkerResult
 
 
 def build(tmp_path, env, plugins=()):
@@ -76,7 +76,7 @@ def test_block_list_blocks_one_distribution_without_importing_it(tmp_path, site)
 
 def test_builtins_cannot_be_disabled(tmp_path, site):
     host = build(tmp_path, {"HOSTCORE_DISABLE_PLUGINS": "hostcore", "HOSTCORE_LOAD_PLUGINS": ""})
-    assert host.plugins.infos["hostcore.builtins.core"].status == "builtin"
+    assert host.plugins.infos["hostcore.plugin.core"].status == "builtin"
     assert "plugins.loaded" in host.catalog
 
 

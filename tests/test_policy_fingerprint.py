@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from hostcore.markers import hookimpl
-from hostcore.policy import Policy
-from hostcore.policy_inputs import ClassList, IgnoreDotfiles, SyncOptOut
+from hostcore.plugin.markers import hookimpl
+from hostcore.evidence.policy import Policy
+from hostcore.evidence.inputs import ClassList, IgnoreDotfiles, SyncOptOut
 
 
 class Clock:

@@ -1,10 +1,10 @@
-"""Path rules shared by the class-per-entry list and purge (``hostcore.paths``)."""
+"""Path rules shared by the class-per-entry list and purge (``hostcore.evidence.paths``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from hostcore.paths import ancestors, normalize_dir, within
+from hostcore.evidence.paths import ancestors, normalize_dir, within
 
 
 @pytest.mark.parametrize(("raw", "normal"), [

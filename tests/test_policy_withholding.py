@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from hostcore.markers import hookimpl
-from hostcore.policy import Policy
-from hostcore.policy_inputs import ClassList, IgnoreDotfiles, PolicyStateError, SyncOptOut
-from hostcore.store import EvidenceRow
+from hostcore.plugin.markers import hookimpl
+from hostcore.evidence.policy import Policy
+from hostcore.evidence.inputs import ClassList, IgnoreDotfiles, PolicyStateError, SyncOptOut
+from hostcore.evidence.store import EvidenceRow
 
 
 class Clock:
@@ -56,7 +56,7 @@ def test_a_dotfile_stops_rows_below_it_after_its_ttl(tmp_path, make_host):
     host = make_host()
     _, other = seed(host, tmp_path)
     (tmp_path / "work" / "repo").mkdir(parents=True)
-    from hostcore.seam import ExportSeam
+    from hostcore.evidence.seam import ExportSeam
 
     seam = ExportSeam(host.store, Policy([dotfiles]))
     assert len(list(seam.read_rows_since_sync(None, 0, []))) == 2

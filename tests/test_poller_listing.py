@@ -16,10 +16,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from hostcore.ledger import EndedStamp, PollSection, PortableRecord
-from hostcore.markers import hookimpl
-from hostcore.poller import _SEEN_COMMENTS_CAP, DISPATCH_GIVE_UP_AFTER
-from hostcore.workitems import (
+from hostcore.workitems.ledger import EndedStamp, PollSection, PortableRecord
+from hostcore.plugin.markers import hookimpl
+from hostcore.workitems.poller import _SEEN_COMMENTS_CAP, DISPATCH_GIVE_UP_AFTER
+from hostcore.workitems.items import (
     Closure,
     Listing,
     ProviderError,

@@ -10,9 +10,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from hostcore.ledger import Ledger, PollSection, PollState, PortableRecord, decode_record
-from hostcore.poller import LEDGER_CHECKS_PER_CYCLE, LEDGER_RECHECK_EVERY_CYCLES, Poller
-from hostcore.workitems import (
+from hostcore.workitems.ledger import Ledger, PollSection, PollState, PortableRecord, decode_record
+from hostcore.workitems.poller import LEDGER_CHECKS_PER_CYCLE, LEDGER_RECHECK_EVERY_CYCLES, Poller
+from hostcore.workitems.items import (
     Closure,
     Listing,
     ProviderError,
@@ -187,7 +187,7 @@ def test_each_exclusion_keeps_a_record_out_of_the_ledger_only_set(rig, exclusion
     if exclusion in ("session", "control", "graph", "collaborators"):
         sections[exclusion] = {"k": "v"}
     if exclusion == "stamped":
-        from hostcore.ledger import EndedStamp
+        from hostcore.workitems.ledger import EndedStamp
         sections["ended"] = EndedStamp(at=LONG_AGO, state="closed")
     last = ts(NOW - WINDOW + timedelta(seconds=1)) if exclusion == "not_due" else LONG_AGO
     rig.plant(ref, last=last, **sections)

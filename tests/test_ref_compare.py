@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from hostcore.ref import (
+from hostcore.export.ref import (
     COMPONENTS,
     GOVERNANCE,
     ComponentDiff,

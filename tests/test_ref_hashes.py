@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hostcore.ref import Conflict, assert_component, fold, identity
+from hostcore.export.ref import Conflict, assert_component, fold, identity
 
 # SHA-256 of no bytes: fold({}) claims "the set is empty".
 EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"

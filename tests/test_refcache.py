@@ -5,8 +5,8 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from hostcore.ref import Ref
-from hostcore.refcache import CACHE_PATH, CachedRefs, RefCache
+from hostcore.export.ref import Ref
+from hostcore.export.refcache import CACHE_PATH, CachedRefs, RefCache
 
 GOVERNED = Ref(content=40, context="c1", terms="t1", decisions="d1")
 

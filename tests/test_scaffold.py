@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hostcore.scaffold import KINDS, create_plugin
+from hostcore.scaffold.create import KINDS, create_plugin
 
 # One plugin per kind; the provider is the issue's own example, `demo`.
 PLUGINS = {"provider": "demo", "source": "demo-source", "policy": "demo-policy",

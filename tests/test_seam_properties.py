@@ -19,10 +19,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hostcore.policy import Policy
-from hostcore.policy_inputs import ClassList, IgnoreDotfiles, SyncOptOut
-from hostcore.seam import COLUMNS, ExportSeam
-from hostcore.store import EvidenceRow, PartitionVersion, Store
+from hostcore.evidence.policy import Policy
+from hostcore.evidence.inputs import ClassList, IgnoreDotfiles, SyncOptOut
+from hostcore.evidence.seam import COLUMNS, ExportSeam
+from hostcore.evidence.store import EvidenceRow, PartitionVersion, Store
 
 DIRS = ["w", "w/x", "w/x/y", "w/xy", "v", "v/z"]
 SOURCES = ["s0", "s1", "s2"]

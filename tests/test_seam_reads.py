@@ -8,8 +8,8 @@ import tracemalloc
 
 import pytest
 
-from hostcore.seam import COLUMNS, ExportSeam, SeamError
-from hostcore.store import EvidenceRow, Store
+from hostcore.evidence.seam import COLUMNS, ExportSeam, SeamError
+from hostcore.evidence.store import EvidenceRow, Store
 
 
 def rows(n: int, partition: str = "p", **fields: object) -> list[EvidenceRow]:

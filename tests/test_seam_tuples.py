@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hostcore.policy import Policy
-from hostcore.policy_inputs import ClassList, SyncOptOut
-from hostcore.seam import ExportSeam, SeamError
-from hostcore.store import EvidenceRow, Store
+from hostcore.evidence.policy import Policy
+from hostcore.evidence.inputs import ClassList, SyncOptOut
+from hostcore.evidence.seam import ExportSeam, SeamError
+from hostcore.evidence.store import EvidenceRow, Store
 
 COLUMNS = ["directory", "source_id", "git_remote"]
 

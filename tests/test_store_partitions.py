@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 
 from hostcore.errors import RecordError
-from hostcore.store import EvidenceRow, PartitionVersion, Store, StoreError
+from hostcore.evidence.store import EvidenceRow, PartitionVersion, Store, StoreError
 
 
 def row(partition: str = "p", source: str = "src", **fields: object) -> EvidenceRow:
@@ -137,7 +137,7 @@ def test_dry_run_counts_without_deleting(store):
 def test_purge_is_one_transaction(store, monkeypatch):
     store.append([row("a", source="x"), row("b", source="x")])
     versions = store.partitions()
-    import hostcore.store as store_module
+    import hostcore.evidence.store as store_module
 
     calls = []
 

@@ -13,7 +13,7 @@ import pytest
 
 from hostcore import hookimpl
 from hostcore.host import BACKLOG_INTERVAL_SECONDS
-from hostcore.types import WorkerResult
+from hostcore.plugin.registration import WorkerResult
 
 
 class RecordingStop:
@@ -116,7 +116,7 @@ def test_a_stop_request_skips_the_remaining_steps_of_the_tick(make_host, collect
 SLOW_PLUGIN = """
     import time
     from hostcore import hookimpl
-    from hostcore.types import WorkerResult
+    from hostcore.plugin.registration import WorkerResult
 
     def mark(host, name):
         (host.root / "marks").mkdir(exist_ok=True)

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from hostcore.markers import hookimpl
+from hostcore.plugin.markers import hookimpl
 from hostcore.telemetry import EventSpec
-from hostcore.transcripts import READ_EVENT_ATTRIBUTES, TranscriptSource
+from hostcore.evidence.transcripts import READ_EVENT_ATTRIBUTES, TranscriptSource
 from hostcore_claude_code.source import EVENT, NAME, PATTERNS, parse_line
 
 if TYPE_CHECKING:

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import msgspec
 
-from hostcore.store import EvidenceRow
-from hostcore.transcripts import FileState, Line, TranscriptSource, line_key
+from hostcore.evidence.store import EvidenceRow
+from hostcore.evidence.transcripts import FileState, Line, TranscriptSource, line_key
 
 NAME = "claude-code"
 EVENT = "claude_code.read"

@@ -19,7 +19,7 @@ import hostcore_claude_code.plugin as claude_plugin
 import pytest
 from hostcore_claude_code.source import EVENT, PATTERNS, parse_line
 
-from hostcore.transcripts import JsonlFiles, TranscriptSource
+from hostcore.evidence.transcripts import JsonlFiles, TranscriptSource
 
 
 def conversation_line(cwd: str, session: str, uuid: str, *, type_: str = "user",

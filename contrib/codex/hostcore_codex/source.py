@@ -24,8 +24,8 @@ from pathlib import Path
 
 import msgspec
 
-from hostcore.store import EvidenceRow
-from hostcore.transcripts import (
+from hostcore.evidence.store import EvidenceRow
+from hostcore.evidence.transcripts import (
     FileState,
     Line,
     TranscriptSource,

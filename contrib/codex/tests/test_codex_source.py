@@ -21,7 +21,7 @@ import hostcore_codex.plugin as codex_plugin
 import pytest
 from hostcore_codex.source import EVENT, PATTERNS, parse_line
 
-from hostcore.transcripts import JsonlFiles, TranscriptSource
+from hostcore.evidence.transcripts import JsonlFiles, TranscriptSource
 
 
 def meta(cwd: str | None, session: str = "0199-aaaa", *, remote: str | None = None,

@@ -45,10 +45,10 @@ from pathlib import Path
 
 import msgspec
 
-from hostcore.atomic import STATE_FILE_MODE, atomic_write, ensure_dir, fsync_dir
+from hostcore.files import STATE_FILE_MODE, atomic_write, ensure_dir, fsync_dir
 from hostcore.errors import HostcoreError
-from hostcore.export import ExportBatch, ExportRow, apply_governance
-from hostcore.ref import Ref
+from hostcore.export.batch import ExportBatch, ExportRow, apply_governance
+from hostcore.export.ref import Ref
 
 # A segment is closed at the first push after it reaches this size.
 SEGMENT_BYTES = 64 * 1024 * 1024
@@ -137,7 +137,7 @@ class DirectoryDestination:
         return msgspec.structs.replace(held, content=tail.position)
 
     def push(self, batch: ExportBatch) -> Ref:
-        """Apply ``batch`` (see ``hostcore.types.Destination``) and return the new ref."""
+        """Apply ``batch`` (see ``hostcore.plugin.registration.Destination``) and return the new ref."""
         stream_dir = self._stream_dir(batch.stream)
         origin_dir = self._origin_dir(batch.stream, batch.origin)
         with self._locked(stream_dir):

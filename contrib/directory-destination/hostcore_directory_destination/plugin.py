@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from hostcore.markers import hookimpl
-from hostcore.ref import Ref
+from hostcore.plugin.markers import hookimpl
+from hostcore.export.ref import Ref
 from hostcore.telemetry import EventSpec
 from hostcore_directory_destination.destination import DirectoryDestination, Recovery
 

@@ -14,8 +14,8 @@ from hostcore_directory_destination.destination import (
     DirectoryDestination,
 )
 
-from hostcore.export import ExportBatch, ExportRow
-from hostcore.ref import Conflict, Ref
+from hostcore.export.batch import ExportBatch, ExportRow
+from hostcore.export.ref import Conflict, Ref
 
 ORIGIN = "0123abcd"
 

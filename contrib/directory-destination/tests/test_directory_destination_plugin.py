@@ -7,9 +7,9 @@ import importlib_metadata
 import pytest
 
 from hostcore.errors import ConfigError
-from hostcore.export import Exporter, select_destination
-from hostcore.ref import Ref
-from hostcore.store import EvidenceRow
+from hostcore.export.exporter import Exporter, select_destination
+from hostcore.export.ref import Ref
+from hostcore.evidence.store import EvidenceRow
 
 
 def configured(make_host, path):

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import msgspec
 
-from hostcore.markers import hookimpl
+from hostcore.plugin.markers import hookimpl
 from hostcore_jsonl_sink.sink import KEEP, MAX_BYTES, JsonlSink
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ Files, in the folder the sink is given (the plugin uses its state folder)::
 Each line is an encoded :class:`hostcore.telemetry.Event`:
 ``{"name": "tick.completed", "ts": 1764425000.25, "attributes": {"steps": 2}}``.
 
-Why appends and not :func:`hostcore.atomic.atomic_write`: the file is a log, not a
+Why appends and not :func:`hostcore.files.atomic_write`: the file is a log, not a
 state file that is replaced. Each event is one ``write(2)`` of one whole line to a
 file opened with ``O_APPEND``, so several hosts sharing a root (a ``run`` loop and a
 ``status`` command) interleave whole lines, never bytes.
@@ -30,7 +30,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from hostcore.atomic import ensure_dir, fsync_dir
+from hostcore.files import ensure_dir, fsync_dir
 from hostcore.records import encode_json
 from hostcore.telemetry import Event
 

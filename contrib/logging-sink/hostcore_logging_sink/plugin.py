@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import msgspec
 
-from hostcore.markers import hookimpl
+from hostcore.plugin.markers import hookimpl
 from hostcore_logging_sink.sink import LOGGER_NAME, LoggingSink
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ import hostcore_otel_sink.plugin as otel_plugin
 import pytest
 
 from hostcore import ConfigError, EventSpec, hookimpl
-from hostcore.types import WorkerResult
+from hostcore.plugin.registration import WorkerResult
 
 SECRET_REPOS = ("octo-org/secret-repo", "octo-org/payroll-tool")
 

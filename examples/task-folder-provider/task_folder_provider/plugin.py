@@ -24,7 +24,7 @@ from typing import Annotated
 import msgspec
 
 from hostcore import hookimpl
-from hostcore.workitems import (
+from hostcore.workitems.items import (
     Closure,
     Listing,
     ProviderError,

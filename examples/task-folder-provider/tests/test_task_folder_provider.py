@@ -11,7 +11,7 @@ import task_folder_provider.plugin as task_folder
 
 from hostcore import ConfigError, hookimpl
 from hostcore.testing import ProviderConformance
-from hostcore.workitems import ProviderError, WorkItemRef
+from hostcore.workitems.items import ProviderError, WorkItemRef
 
 
 def write_task(folder, task_id, state="open", title="A task"):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hostcore.markers import hookimpl
+from hostcore.plugin.markers import hookimpl
 from hostcore_gh.provider import GhConfig, GhProvider, check_config
 from hostcore_gh.runner import GhRunner
 

@@ -27,7 +27,7 @@ from typing import Any
 import msgspec
 
 from hostcore.errors import ConfigError
-from hostcore.workitems import (
+from hostcore.workitems.items import (
     Closure,
     Listing,
     ProviderError,

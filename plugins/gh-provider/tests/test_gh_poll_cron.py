@@ -15,8 +15,10 @@ from pathlib import Path
 
 import msgspec
 
-from hostcore.ledger import Ledger, PollSection, PortableRecord, format_utc, parse_utc
-from hostcore.poller import LEDGER_CHECKS_PER_CYCLE, LEDGER_RECHECK_EVERY_CYCLES
+from hostcore.timestamps import format_utc
+from hostcore.timestamps import parse_exact as parse_utc
+from hostcore.workitems.ledger import Ledger, PollSection, PortableRecord
+from hostcore.workitems.poller import LEDGER_CHECKS_PER_CYCLE, LEDGER_RECHECK_EVERY_CYCLES
 
 INTERVAL = 1.0  # seconds: the window is LEDGER_RECHECK_EVERY_CYCLES of these (60 s)
 PLANTED = 44

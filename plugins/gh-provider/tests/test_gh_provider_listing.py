@@ -9,7 +9,7 @@ from hostcore_gh.provider import GhConfig, GhProvider, check_config
 from hostcore_gh.runner import GhRunner
 
 from hostcore.errors import ConfigError
-from hostcore.workitems import ProviderError, WorkItemRef
+from hostcore.workitems.items import ProviderError, WorkItemRef
 
 ISSUES = "repos/o/r/issues"
 

@@ -10,7 +10,7 @@ import tenacity
 from hostcore_gh.provider import GhConfig, GhProvider
 from hostcore_gh.runner import GhRunner
 
-from hostcore.workitems import ProviderError, WorkItemRef
+from hostcore.workitems.items import ProviderError, WorkItemRef
 
 PAGE = "/repos/o/r/issues?state=open&per_page=100&labels=agent&page="
 

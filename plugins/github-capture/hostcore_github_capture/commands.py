@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 import msgspec
 
-from hostcore.cli import emit_json, json_option, pass_host
+from hostcore.plugin.cli import emit_json, json_option, pass_host
 from hostcore.errors import RecordError
 
 if TYPE_CHECKING:

@@ -47,7 +47,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from hostcore.store import PartitionVersion
+from hostcore.evidence.store import PartitionVersion
 from hostcore_github_capture.remotes import KeyReducer
 from hostcore_github_capture.state import (
     PartitionMark,

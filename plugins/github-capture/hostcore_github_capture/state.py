@@ -3,7 +3,7 @@
 ``sidecar.json`` (:class:`SidecarState`) is the inventory and how it was
 derived; ``capture.json`` (:class:`CaptureState`) is per-repository polling
 state (ETags, poll intervals, the rate-limit backoff). Both are written whole
-with :func:`hostcore.atomic.atomic_write`, so a reader — or a process restarted
+with :func:`hostcore.files.atomic_write`, so a reader — or a process restarted
 after SIGKILL — sees either the previous file or the next one.
 
 Both are bounded by the number of distinct repositories plus one entry per
@@ -25,7 +25,7 @@ from typing import Generic, TypeVar
 
 import msgspec
 
-from hostcore.atomic import atomic_write
+from hostcore.files import atomic_write
 from hostcore.records import decode_json, encode_json
 
 SIDECAR_FILE = "sidecar.json"

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
-from hostcore.types import WorkerResult
+from hostcore.plugin.registration import WorkerResult
 
 if TYPE_CHECKING:
     from hostcore.host import Host

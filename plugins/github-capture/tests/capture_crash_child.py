@@ -27,7 +27,7 @@ from hostcore_github_capture.events import EVENTS
 from hostcore_github_capture.worker import CaptureWorker
 
 from hostcore.host import Host
-from hostcore.markers import hookimpl
+from hostcore.plugin.markers import hookimpl
 
 
 class Plugin:

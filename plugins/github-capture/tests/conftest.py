@@ -27,8 +27,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from hostcore.markers import hookimpl
-from hostcore.store import EvidenceRow
+from hostcore.plugin.markers import hookimpl
+from hostcore.evidence.store import EvidenceRow
 
 TESTS_DIR = Path(__file__).parent
 _spec = importlib.util.spec_from_file_location(

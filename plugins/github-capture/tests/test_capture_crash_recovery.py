@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from hostcore_github_capture.state import SIDECAR_FILE, SidecarState, StateFile
 
-from hostcore.policy_inputs import CLASS_LIST_FILE, ClassList
-from hostcore.store import STORE_FILE_NAME, EvidenceRow, Store
+from hostcore.evidence.inputs import CLASS_LIST_FILE, ClassList
+from hostcore.evidence.store import STORE_FILE_NAME, EvidenceRow, Store
 
 CHILD = Path(__file__).parent / "capture_crash_child.py"
 PERMITTED = [f"octo/open{i}" for i in range(10)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hostcore_github_capture.plugin as capture_plugin
 import pytest
 
-from hostcore.store import EvidenceRow
+from hostcore.evidence.store import EvidenceRow
 from hostcore.testing import WorkerConformance
 
 REPOS = ("octo/one", "octo/two", "octo/three")

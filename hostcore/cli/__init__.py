@@ -1,0 +1,31 @@
+"""The ``hostcore`` application: the root command group and the host's own commands.
+
+* :mod:`~hostcore.cli.app` — :func:`~hostcore.cli.app.build_cli` and
+  :func:`~hostcore.cli.app.run_cli` (exit statuses, one-line errors);
+* :mod:`~hostcore.cli.commands` — ``plugins``, ``run``, ``status``, ``config``.
+
+This is the application only. What a plugin's own commands need (``pass_host``,
+``json_option``, ``emit_json``, ``print_table``, ``stop_on_signals``) lives in
+:mod:`hostcore.plugin.cli`; importing it from here still works in 0.2, with a
+deprecation warning. May import every other part of hostcore; nothing imports it
+but ``hostcore.__main__`` and the test fixtures.
+"""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+from typing import Any
+
+_MOVED = frozenset(("pass_host", "json_option", "emit_json", "print_table", "stop_on_signals",
+                    "HostFactory"))
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MOVED:
+        warnings.warn(f"hostcore.cli.{name} moved to hostcore.plugin.cli.{name}",
+                      DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module("hostcore.plugin.cli"), name)
+    if name in ("run_cli", "build_cli"):
+        return getattr(importlib.import_module("hostcore.cli.app"), name)
+    raise AttributeError(f"module 'hostcore.cli' has no attribute {name!r}")

@@ -1,0 +1,99 @@
+"""The ``hostcore`` command line: a thin face over :class:`~hostcore.host.Host`.
+
+Exit status: 0 success; 1 a step, a lock wait, the store or disk, or a strict
+plugin load failed; 2 bad usage or configuration. Every error is one line on
+stderr naming what failed (``-vv`` adds the traceback). Every command that
+lists or reports takes ``--json``; its keys are stable and documented in
+``docs/cli.md``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import click
+
+from hostcore import __version__
+from hostcore.cli.commands import COMMANDS
+from hostcore.errors import ConfigError, HostcoreError
+from hostcore.plugin.cli import HostFactory
+from hostcore.plugin.loader import BUILTIN_PLUGINS, PluginSet, load_plugins
+
+log = logging.getLogger("hostcore.cli")
+
+LOG_FORMAT = "hostcore: %(levelname)s: %(message)s"
+
+
+def build_cli(plugin_set: PluginSet) -> click.Group:
+    """The root command group, with built-in and plugin subcommands attached."""
+
+    @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+    @click.version_option(__version__, prog_name="hostcore", message="%(prog)s %(version)s")
+    @click.option("--root", type=click.Path(file_okay=False, path_type=Path),
+                  envvar="HOSTCORE_ROOT", show_envvar=True,
+                  help="State root folder (default: the platform's user data dir).")
+    @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+                  help="TOML config file (default: <root>/hostcore.toml if present).")
+    @click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
+    @click.pass_context
+    def cli(ctx: click.Context, root: Path | None, config_path: Path | None,
+            verbose: int) -> None:
+        """hostcore: a small plugin host for the local side of coding-agent infrastructure.
+
+        It ingests evidence from sources, keeps it in an embedded store under one
+        state root, polls work-item providers and runs plugin workers on a tick.
+        Start with `hostcore run --once`, then `hostcore status`.
+        """
+        level = [logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)]
+        logging.getLogger().setLevel(level)
+        factory = ctx.ensure_object(HostFactory)
+        factory.root, factory.config = root, config_path
+        ctx.call_on_close(factory.close)
+
+    for command in COMMANDS:
+        cli.add_command(command)
+    plugin_set.pm.hook.hostcore_commands(cli=cli)
+    return cli
+
+
+def run_cli(args: list[str], *, extra_plugins: Sequence[object] = (),
+            env: Mapping[str, str] | None = None) -> int:
+    """Load plugins, build the CLI and run it; returns the exit status."""
+    env = dict(os.environ if env is None else env)
+    # Before plugins load, so a plugin that fails is reported in the CLI's voice;
+    # -v/-vv only lower the level once the options are parsed.
+    logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
+    try:
+        plugin_set = load_plugins(BUILTIN_PLUGINS, extra_plugins, load_entrypoints=True, env=env)
+        cli = build_cli(plugin_set)
+        result = cli.main(args=args, prog_name="hostcore", obj=HostFactory(plugin_set, env),
+                          standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        return 1
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except ConfigError as exc:
+        return _fail(f"config error: {exc}", 2)
+    except HostcoreError as exc:  # a strict plugin load, a held lock, an unusable store
+        return _fail(str(exc), 1)
+    except sqlite3.DatabaseError as exc:
+        return _fail(f"a state database cannot be used: {str(exc) or type(exc).__name__}", 1)
+    except OSError as exc:  # a full disk, a permission, a folder where a file should be
+        where = f"{exc.filename}: " if exc.filename else ""
+        return _fail(f"{where}{exc.strerror or type(exc).__name__}", 1)
+    except SystemExit as exc:
+        return int(exc.code or 0) if not isinstance(exc.code, str) else 1
+    # click returns an --help/--version exit code as an int, a command's value otherwise.
+    return result if isinstance(result, int) else 0
+
+
+def _fail(message: str, status: int) -> int:
+    click.echo(f"hostcore: {message}", err=True)
+    log.debug("traceback of the failure above", exc_info=True)
+    return status

@@ -1,0 +1,185 @@
+"""The host's own commands: ``plugins``, ``run``, ``status`` and ``config``.
+
+Each domain's commands live beside its engine (``evidence``, ``purge`` and
+``policy`` in :mod:`hostcore.evidence.commands`, and so on); these four are the
+host's. ``plugins``, ``status`` and ``config`` only read: they run on a
+read-only host and create nothing under the root.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from hostcore.host import Host
+from hostcore.plugin.cli import (
+    emit_json,
+    emit_json_line,
+    json_option,
+    pass_host,
+    print_table,
+    stop_on_signals,
+)
+from hostcore.tick import TickReport, drain
+
+# The width the plugins table fits in (a terminal, a CI log).
+TABLE_WIDTH = 100
+
+
+@click.command("plugins")
+@json_option
+@click.option("-v", "--verbose", is_flag=True, help="Also list what each plugin registers.")
+@click.option("--traceback", "show_tb", is_flag=True, help="Show tracebacks of failed plugins.")
+@pass_host(read_only=True)
+def plugins_command(host: Host, as_json: bool, verbose: bool, show_tb: bool) -> None:
+    """List every plugin considered: built-in, loaded, failed or blocked.
+
+    Keys of --json: name, distribution, version, status, hooks, registrations
+    (kind, name, available, reason), error, traceback.
+    """
+    infos = host.plugin_infos()
+    if as_json:
+        emit_json(infos)
+        return
+    print_table([(i.name, i.distribution or "-", i.version or "-", i.status) for i in infos],
+                ("NAME", "DISTRIBUTION", "VERSION", "STATUS"))
+    for info in infos:
+        if info.error:
+            click.echo(_fit(f"  {info.name}: {info.error}"))
+        if verbose:
+            for reg in info.registrations:
+                why = "" if reg.available else f" (unavailable: {reg.reason})"
+                click.echo(_fit(f"  {info.name}: {reg.kind} {reg.name}{why}"))
+    if show_tb:
+        for info in infos:
+            if info.traceback:
+                click.echo(f"\n--- {info.name} ---\n{info.traceback}", err=True)
+
+
+def _fit(line: str) -> str:
+    return line if len(line) <= TABLE_WIDTH else line[:TABLE_WIDTH - 1] + "…"
+
+
+@click.command("run")
+@click.option("--once", is_flag=True,
+              help="Tick, and again at once while a worker has work pending, up to "
+                   "[run] drain_seconds; then exit (for cron).")
+@json_option
+@pass_host
+def run_command(host: Host, once: bool, as_json: bool) -> None:
+    """Run the tick loop: ingest sources, run workers, poll providers.
+
+    Prints one line per tick saying what changed (JSON Lines with --json).
+    Without --once it ticks every [run] interval_seconds (sooner while a worker
+    has pending work) until SIGINT or SIGTERM, which stop it after the current
+    step. With --once it drains pending work for up to [run] drain_seconds and
+    exits 0, or 1 naming each failed step. A step another process holds the
+    lock for is waited on up to [run] lock_wait_seconds, then the command exits
+    1 naming the holder.
+    """
+    host.activity = "hostcore run --once" if once else "hostcore run"
+    settings = host.config.settings.run
+    stop = stop_on_signals()
+    show = _tick_printer(as_json)
+    if once:
+        # A cron run gives up (exit 1, naming the holder) rather than queue forever.
+        host.lock_wait = settings.lock_wait_seconds
+        with host.step_lock():
+            pass  # fail fast, before any step, when another run holds the root
+        reports = drain(host, settings.drain_seconds, stop, on_tick=show)
+        last = reports[-1]
+        if last.pending:
+            click.echo("hostcore: work is still pending; the next run goes on with it",
+                       err=True)
+        if not all(r.ok for r in reports):
+            raise SystemExit(1)
+        return
+    click.echo(f"hostcore: running on {host.root} (Ctrl-C to stop)", err=True)
+    report = host.run(stop, on_tick=show)
+    click.echo("hostcore: stopped", err=True)
+    if report is not None and not report.ok:
+        raise SystemExit(1)
+
+
+def _tick_printer(as_json: bool) -> Any:
+    def show(report: TickReport) -> None:
+        if as_json:
+            emit_json_line({"ok": report.ok, "pending": report.pending, "steps": report.steps,
+                            "duration_ms": report.duration_ms})
+            return
+        for step in report.failed:
+            click.echo(f"hostcore: step {step.name!r} failed: {step.error}", err=True)
+        click.echo(report.summary(), err=True)
+
+    return show
+
+
+@click.command("status")
+@json_option
+@pass_host(read_only=True)
+def status_command(host: Host, as_json: bool) -> None:
+    """Show what each component reports (counts, availability, progress) and the
+    last tick this root ran, with its age.
+
+    Keys of --json: root, components.<kind>.<name>.{available, reason, ...counts},
+    last_tick.{ok, age_seconds, duration_ms, pending, steps}, telemetry.sink_failures.
+    """
+    report = host.status()
+    if as_json:
+        emit_json(report)
+        return
+    click.echo(f"root: {report['root']}")
+    last = report["last_tick"]
+    if last is None:
+        click.echo("last tick: none yet (run `hostcore run --once`)")
+    else:
+        state = "ok" if last["ok"] else "failed"
+        click.echo(f"last tick: {state}, {_age(last['age_seconds'])} ago, "
+                   f"{last['duration_ms']} ms")
+        for name, step in last["steps"].items():
+            click.echo(f"  {name}: {_render({k: v for k, v in step.items() if k != 'ok'})}")
+    for kind, section in report["components"].items():
+        click.echo(f"{kind}:")
+        for name, entry in section.items():
+            click.echo(f"  {name}:")
+            for key, value in entry.items():
+                click.echo(f"    {key}: {_render(value)}")
+    failures = report["telemetry"]["sink_failures"]
+    if failures:
+        click.echo(f"telemetry sink failures: {_render(failures)}")
+
+
+def _age(seconds: int) -> str:
+    for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"
+
+
+def _render(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_render(v)}" for k, v in value.items()) or "-"
+    return str(value)
+
+
+@click.command("config")
+@json_option
+@pass_host(read_only=True)
+def config_command(host: Host, as_json: bool) -> None:
+    """Show the effective configuration and the file it came from."""
+    data = host.config.to_builtins()
+    if as_json:
+        emit_json({"source": str(host.config.source) if host.config.source else None,
+                   "settings": data})
+        return
+    click.echo(f"# {host.config.origin}")
+    for section, values in data.items():
+        click.echo(f"[{section}]")
+        for key, value in values.items():
+            click.echo(f"{key} = {json.dumps(value)}")
+
+
+COMMANDS = (plugins_command, run_command, status_command, config_command)
+

@@ -1,0 +1,182 @@
+"""The evidence commands: ``evidence``, ``purge`` and ``policy``.
+
+Module-level click commands (the built-in plugin in
+:mod:`hostcore.evidence.plugin` adds them to the CLI), so a test can invoke any
+of them directly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+from collections.abc import Iterator
+
+import click
+
+from hostcore.errors import ConfigError
+from hostcore.evidence.inputs import PolicyStateError
+from hostcore.host import Host
+from hostcore.plugin.cli import emit_json, json_option, pass_host, print_table
+from hostcore.timestamps import parse
+
+_WINDOWS_PATH = re.compile(r"^([A-Za-z]:[\\/]|\\\\)")
+
+
+def _user_dir(value: str) -> str:
+    """A directory from the command line, made absolute without resolving symlinks
+    (agents record the path they ran in). Windows-style paths are kept as given."""
+    if _WINDOWS_PATH.match(value):
+        return value
+    return os.path.abspath(os.path.expanduser(value))
+
+
+@click.command("evidence")
+@json_option
+@pass_host(read_only=True)
+def evidence_command(host: Host, as_json: bool) -> None:
+    """Show evidence partitions, their versions (epoch:rowCount) and row counts.
+
+    Keys of --json: instance_id, head_position, rows, partitions.<name>.{epoch,
+    row_count, version}.
+    """
+    store = host.store
+    parts = store.partitions()
+    report = {
+        "instance_id": store.instance_id,
+        "head_position": store.head_position(),
+        "rows": sum(v.row_count for v in parts.values()),
+        "partitions": {name: {"epoch": v.epoch, "row_count": v.row_count,
+                              "version": str(v)} for name, v in parts.items()},
+    }
+    if as_json:
+        emit_json(report)
+        return
+    print_table([(name, str(v), v.row_count) for name, v in parts.items()],
+                ("PARTITION", "VERSION", "ROWS"))
+    click.echo(f"{report['rows']} row(s) in {len(parts)} partition(s); "
+               f"head position {report['head_position']}")
+
+@click.command("purge")
+@click.option("--source", "source_id", help="Only rows of this source id.")
+@click.option("--session", "session_id", help="Only rows of this session id.")
+@click.option("--dir", "directory", help="Only rows recorded in DIR or below it.")
+@click.option("--before", help="Only rows with a timestamp before this ISO-8601 time.")
+@click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@json_option
+@pass_host
+def purge_command(host: Host, source_id: str | None, session_id: str | None,
+                  directory: str | None, before: str | None, dry_run: bool, yes: bool,
+                  as_json: bool) -> None:
+    """Delete evidence matching every given selector (at least one).
+
+    Asks for confirmation unless --yes; without a terminal to ask on it refuses
+    (exit 2) rather than wait. Prints what it removed as counts per partition.
+    Keys of --json: dry_run, rows, partitions.<name> (rows deleted).
+    """
+
+    selectors = {"source_id": source_id, "session_id": session_id,
+                 "directory": _user_dir(directory) if directory else None,
+                 "before": before}
+    given = {k: v for k, v in selectors.items() if v is not None}
+    if not given:
+        raise click.UsageError("give at least one of --source, --session, --dir, --before")
+    if before is not None and parse(before) is None:
+        raise click.BadParameter(f"{before!r} is not an ISO-8601 timestamp",
+                                 param_hint="--before")
+    store = host.store
+    matching = store.purge(**given, dry_run=True)
+    if not dry_run and not yes and sum(matching.values()):
+        if not sys.stdin.isatty():
+            click.echo("hostcore: purge needs confirmation and there is no terminal to "
+                       "ask on; pass --yes to purge anyway", err=True)
+            raise SystemExit(2)
+        click.confirm(f"Delete {sum(matching.values())} row(s) from {len(matching)} "
+                      "partition(s)? This cannot be undone", abort=True)
+    deleted = matching if dry_run else store.purge(**given)
+    if not dry_run:
+        host.emit("evidence.purged", rows=sum(deleted.values()), partitions=len(deleted),
+                  selectors=len(given))
+    if as_json:
+        emit_json({"dry_run": dry_run, "rows": sum(deleted.values()),
+                   "partitions": deleted})
+        return
+    verb = "would delete" if dry_run else "deleted"
+    detail = ", ".join(f"{name}: {count}" for name, count in sorted(deleted.items()))
+    click.echo(f"{verb} {sum(deleted.values())} row(s)" + (f" ({detail})" if detail else ""))
+
+@click.group("policy")
+def policy_group() -> None:
+    """Show or change the withholding policy of the export seam."""
+
+@policy_group.command("show")
+@json_option
+@pass_host(read_only=True)
+def policy_show(host: Host, as_json: bool) -> None:
+    """Show class-per-entry entries, opted-out sources and the policy fingerprint.
+
+    Keys of --json: fingerprint, entries[{directory, class}], opted_out[],
+    inputs[{name, fingerprinted}].
+    """
+    policy = host.policy
+    with _policy_state():
+        entries = policy.input("class-list").entries()
+        opted_out = policy.input("sync-opt-out").ids()
+    parts = policy.parts()
+    report = {
+        "fingerprint": policy.fingerprint(),
+        "entries": [{"directory": d, "class": c} for d, c in entries],
+        "opted_out": opted_out,
+        "inputs": [{"name": name, "fingerprinted": part is not None}
+                   for name, part in parts],
+    }
+    if as_json:
+        emit_json(report)
+        return
+    click.echo(f"fingerprint: {report['fingerprint']}")
+    click.echo("entries:" if entries else "entries: (none: every directory is full)")
+    for directory, class_ in entries:
+        click.echo(f"  {class_:<10}  {directory}")
+    click.echo(f"opted-out sources: {', '.join(opted_out) or '(none)'}")
+    click.echo("inputs: " + ", ".join(
+        name + ("" if part is not None else " (not fingerprinted)") for name, part in parts))
+
+def class_command(class_: str) -> None:
+    @policy_group.command(class_, help=f"Mark DIRECTORY (and everything below it without "
+                                       f"a longer entry) {class_}.")
+    @click.argument("directory")
+    @pass_host
+    def set_class(host: Host, directory: str) -> None:
+        path = _user_dir(directory)
+        with _policy_state():
+            host.policy.input("class-list").set(path, class_)
+        host.emit("policy.updated", input="class-list", change=class_)
+        click.echo(f"{path}: {class_}; fingerprint {host.policy.fingerprint()}")
+
+for class_ in ("local-only", "full"):
+    class_command(class_)
+
+def opt_command(change: str, opted_out: bool, help_text: str) -> None:
+    @policy_group.command(change, help=help_text)
+    @click.argument("source")
+    @pass_host
+    def set_opt(host: Host, source: str) -> None:
+        with _policy_state():
+            host.policy.input("sync-opt-out").set(source, opted_out)
+        host.emit("policy.updated", input="sync-opt-out", change=change)
+        click.echo(f"{source}: {'opted out of' if opted_out else 'opted in to'} sync; "
+                   f"fingerprint {host.policy.fingerprint()}")
+
+opt_command("opt-out", True, "Withhold every row of SOURCE (its client opted out of sync).")
+opt_command("opt-in", False, "Stop withholding SOURCE's rows for the sync opt-out.")
+
+
+@contextlib.contextmanager
+def _policy_state() -> Iterator[None]:
+    """Turn an unreadable policy state file into a configuration error (exit 2)."""
+    try:
+        yield
+    except PolicyStateError as exc:
+        raise ConfigError(str(exc)) from None

@@ -1,0 +1,69 @@
+"""The values evidence is made of: what a source hands the store, and partition versions.
+
+These are plain msgspec Structs with no dependency on SQLite, so a source plugin
+can import them without loading the store.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from hostcore.errors import RecordError
+
+__all__ = ["EvidenceRow", "PartitionVersion", "SourceBatch"]
+
+
+class EvidenceRow(msgspec.Struct, kw_only=True):
+    """One piece of evidence as a source hands it to the store.
+
+    ``ts`` is ISO-8601; a parseable value is stored in the canonical UTC form
+    ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` so time-range purges compare correctly, an
+    unparseable one is kept as given (and is never matched by ``before``).
+    ``key``, when set, is unique within the partition: appending a row whose key
+    is already there adds nothing, which makes re-reading an input idempotent.
+    """
+
+    partition: str
+    source_id: str
+    session_id: str = ""
+    ts: str = ""
+    directory: str = ""
+    git_remote: str = ""
+    payload: dict[str, Any] = msgspec.field(default_factory=dict)
+    key: str | None = None
+
+
+class SourceBatch(msgspec.Struct):
+    """What ``Source.read(cursor)`` returns: new rows and the cursor to persist.
+
+    ``more`` tells the ingest worker the source stopped at a budget and has more
+    ready now (the tick loop then comes back at the backlog cadence).
+    """
+
+    rows: list[EvidenceRow]
+    cursor: str | None
+    more: bool = False
+
+
+class PartitionVersion(msgspec.Struct, frozen=True):
+    """A partition's version. Compare versions only through :meth:`grew_from`."""
+
+    epoch: int
+    row_count: int
+
+    def __str__(self) -> str:
+        return f"{self.epoch}:{self.row_count}"
+
+    def grew_from(self, older: PartitionVersion) -> bool:
+        """True when this version is ``older`` plus appends only (no purge between)."""
+        return self.epoch == older.epoch and self.row_count >= older.row_count
+
+    @classmethod
+    def parse(cls, text: str) -> PartitionVersion:
+        """Read ``"epoch:rowCount"`` back (as persisted by consumers)."""
+        epoch, sep, count = text.partition(":")
+        if not sep or not epoch.isdigit() or not count.isdigit():
+            raise RecordError(f"partition version {text!r}: expected 'epoch:rowCount'")
+        return cls(int(epoch), int(count))

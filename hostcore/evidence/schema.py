@@ -1,0 +1,176 @@
+"""The evidence store's schema: its tables, and every SQL statement over them.
+
+The store writes through these statements and the export seam reads through
+them; no other module names a table. Layout (see ``docs/evidence.md``)::
+
+    meta(key, value)                       instance id, schema, epoch sequence
+    partitions(id, name, epoch, row_count)
+    scopes(id, directory, source_id)       distinct (directory, source) pairs
+    evidence(position, part, scope, session_id, ts, git_remote, payload, key)
+    tuples(id, part, scope, git_remote, rows)   distinct (partition, scope, remote), counted
+    source_cursors(source, cursor)
+
+Reads filter withheld rows inside SQLite: a row's scope id indexes a blob of one
+byte per scope (``substr(?, scope + 1, 1) = x'01'``), built by the seam from the
+policy's verdicts.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from hostcore.errors import HostcoreError
+
+VERSION = 1
+# How long a writer waits for another process's transaction (milliseconds).
+BUSY_TIMEOUT_MS = 10_000
+
+DDL = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS partitions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    name TEXT NOT NULL UNIQUE,
+    epoch INTEGER NOT NULL,
+    row_count INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS scopes (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    directory TEXT NOT NULL,
+    source_id TEXT NOT NULL,
+    UNIQUE (directory, source_id)
+);
+CREATE TABLE IF NOT EXISTS evidence (
+    position INTEGER PRIMARY KEY AUTOINCREMENT,
+    part INTEGER NOT NULL,
+    scope INTEGER NOT NULL,
+    session_id TEXT NOT NULL,
+    ts TEXT NOT NULL,
+    git_remote TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    key TEXT
+);
+CREATE INDEX IF NOT EXISTS evidence_part ON evidence (part);
+CREATE INDEX IF NOT EXISTS evidence_scope ON evidence (scope);
+CREATE UNIQUE INDEX IF NOT EXISTS evidence_key ON evidence (part, key) WHERE key IS NOT NULL;
+CREATE TABLE IF NOT EXISTS source_cursors (source TEXT PRIMARY KEY, cursor TEXT);
+CREATE TABLE IF NOT EXISTS tuples (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    part INTEGER NOT NULL,
+    scope INTEGER NOT NULL,
+    git_remote TEXT NOT NULL,
+    rows INTEGER NOT NULL,
+    UNIQUE (part, scope, git_remote)
+);
+"""
+
+INSERT = ("INSERT INTO evidence (part, scope, session_id, ts, git_remote, payload, key) "
+           "VALUES (?, ?, ?, ?, ?, ?, ?)")
+# A tuple seen for the first time gets the next id; a known one counts the new rows.
+COUNT_TUPLE = ("INSERT INTO tuples (part, scope, git_remote, rows) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (part, scope, git_remote) DO UPDATE SET rows = rows + excluded.rows")
+INSERT_KEYED = ("INSERT INTO evidence (part, scope, session_id, ts, git_remote, payload, key) "
+                 "SELECT ?, ?, ?, ?, ?, ?, ? WHERE NOT EXISTS "
+                 "(SELECT 1 FROM evidence WHERE part = ? AND key = ?)")
+
+
+
+# The read of every scope a seam has not seen yet, in id order.
+NEW_SCOPES = "SELECT id, directory, source_id FROM scopes WHERE id > ? ORDER BY id"
+INSTANCE_ID = "SELECT value FROM meta WHERE key = 'instance_id'"
+HEAD_POSITION = "SELECT seq FROM sqlite_sequence WHERE name = 'evidence'"
+
+
+def connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
+    """A connection to the store file at ``path``.
+
+    The writer's connection turns on WAL, so readers (``readonly=True``, which
+    never creates the file) read a snapshot while a tick writes. Raises
+    ``sqlite3.DatabaseError`` when the file is not a SQLite database.
+    """
+    if readonly:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
+                             isolation_level=None, check_same_thread=False)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        try:
+            db.execute("PRAGMA journal_mode = WAL")
+        except sqlite3.DatabaseError:
+            db.close()
+            raise
+        # WAL with NORMAL keeps every transaction atomic; a power cut can lose the
+        # last transactions whole (rows and cursor together), never half of one.
+        db.execute("PRAGMA synchronous = NORMAL")
+        # Purged evidence must not linger in free pages of the file.
+        db.execute("PRAGMA secure_delete = ON")
+    db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    return db
+
+
+class SeamError(HostcoreError, ValueError):
+    """A read asked for something the seam does not offer (an unknown column)."""
+
+
+# Column name -> SQL expression over evidence r, partitions p, scopes s.
+COLUMNS: dict[str, str] = {
+    "partition": "p.name",
+    "source_id": "s.source_id",
+    "session_id": "r.session_id",
+    "ts": "r.ts",
+    "directory": "s.directory",
+    "git_remote": "r.git_remote",
+    "payload": "r.payload",
+    "key": "r.key",
+}
+
+# Column name -> SQL expression over tuples t and scopes s, for read_tuples_since.
+TUPLE_COLUMNS: dict[str, str] = {
+    "directory": "s.directory",
+    "source_id": "s.source_id",
+    "git_remote": "t.git_remote",
+}
+
+
+
+
+def select_tuples(partition: str | None, columns: Sequence[str]) -> str:
+    """``SELECT t.id, *columns`` of permitted tuples; parameters: after, until, flags
+    (and the partition name when given)."""
+    exprs = column_exprs(columns, TUPLE_COLUMNS, "tuple reads offer")
+    joins = " JOIN scopes s ON s.id = t.scope" if any(e.startswith("s.") for e in exprs) else ""
+    where = "t.id > ? AND t.id <= ? AND substr(?, t.scope + 1, 1) = x'01'"
+    if partition is not None:
+        where += " AND t.part = (SELECT id FROM partitions WHERE name = ?)"
+    select = ", ".join(["t.id", *exprs])
+    return f"SELECT {select} FROM tuples t{joins} WHERE {where} ORDER BY t.id"
+
+
+def column_exprs(columns: Sequence[str], offered: Mapping[str, str], offers: str) -> list[str]:
+    """The SQL expressions of ``columns``, or :class:`SeamError` naming the bad ones."""
+    if isinstance(columns, str):
+        raise SeamError(f"columns {columns!r}: expected a sequence of column names, "
+                        "not one string")
+    unknown = [c for c in columns if c not in offered]
+    if unknown:
+        raise SeamError(f"unknown column(s) {', '.join(map(repr, unknown))}; "
+                        f"{offers} {', '.join(offered)}")
+    return [offered[c] for c in columns]
+
+
+def select_rows(partition: str | None, columns: Sequence[str]) -> str:
+    """``SELECT r.position, *columns`` of permitted rows; parameters: after, until,
+    flags (and the partition name when given)."""
+    exprs = column_exprs(columns, COLUMNS, "the seam offers")
+    joins = ""
+    if any(e.startswith("p.") for e in exprs):
+        joins += " JOIN partitions p ON p.id = r.part"
+    if any(e.startswith("s.") for e in exprs):
+        joins += " JOIN scopes s ON s.id = r.scope"
+    where = "r.position > ? AND r.position <= ? AND substr(?, r.scope + 1, 1) = x'01'"
+    if partition is not None:
+        where += " AND r.part = (SELECT id FROM partitions WHERE name = ?)"
+    select = ", ".join(["r.position", *exprs])
+    return f"SELECT {select} FROM evidence r{joins} WHERE {where} ORDER BY r.position"
+

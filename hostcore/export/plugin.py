@@ -1,0 +1,96 @@
+"""Built-in: the ``export`` worker, the ``hostcore export`` command and their events.
+
+The worker pushes at most :data:`RUN_ROWS` rows per tick to the
+selected destination and reports ``pending`` while the feed has more. Its
+``status()`` is the export's part of ``hostcore status``: the content axis as
+counts (the destination's position, permitted rows not yet pushed) and the
+governance axis as two rendered Divergences (see
+:class:`hostcore.export.ExportReport`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from hostcore.errors import ConfigError
+from hostcore.export.exporter import Exporter, select_destination
+from hostcore.export.ref import GOVERNANCE
+from hostcore.plugin.markers import hookimpl
+from hostcore.plugin.registration import WorkerResult
+from hostcore.telemetry import EventSpec
+
+if TYPE_CHECKING:
+    import click
+
+    from hostcore.host import Host
+
+EVENTS = (
+    EventSpec(
+        "export.pushed",
+        {"rows": int, "batches": int, "governance": bool, "done": bool},
+        "An export run ended: rows and pushes made, whether it carried a governance "
+        "change to the destination, and whether it reached the end of the feed.",
+    ),
+    EventSpec(
+        "export.conflict",
+        {"component": GOVERNANCE},
+        "A push carrying a governance change found that component moved at the "
+        "destination since this host last saw it; nothing was written.",
+    ),
+)
+
+# Rows one worker run pushes before handing the tick back (pending=True).
+RUN_ROWS = 200_000
+
+CONFLICT_HINT = (
+    "`hostcore status` shows what moved. Once someone has decided, `hostcore export "
+    "--adopt` takes the destination's values as the last contact and writes this host's "
+    "over them."
+)
+
+
+class ExportWorker:
+    """Pushes the export stream to the selected destination, one bounded slice a tick."""
+
+    name = "export"
+    order = 200
+
+    def __init__(self, host: Host, *, run_rows: int = RUN_ROWS) -> None:
+        self.host = host
+        self.run_rows = run_rows
+
+    def availability(self) -> str | None:
+        try:
+            select_destination(self.host)
+        except ConfigError as exc:
+            return str(exc)
+        return None
+
+    def run(self, host: Host) -> WorkerResult:
+        summary = Exporter(host, select_destination(host)).run(max_rows=self.run_rows)
+        return WorkerResult(pending=not summary.done,
+                            counts={"rows": summary.rows, "batches": summary.batches})
+
+    def status(self) -> dict[str, Any]:
+        try:
+            destination = select_destination(self.host)
+        except ConfigError:
+            return {}  # availability already says why
+        return Exporter(self.host, destination).report().as_status()
+
+
+@hookimpl
+def hostcore_events() -> tuple[EventSpec, ...]:
+    return EVENTS
+
+
+@hookimpl
+def hostcore_workers(host: Host) -> ExportWorker:
+    return ExportWorker(host)
+
+
+@hookimpl
+def hostcore_commands(cli: click.Group) -> None:
+    from hostcore.export.commands import export_command
+
+    cli.add_command(export_command)

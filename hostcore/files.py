@@ -1,0 +1,188 @@
+"""State files: atomic writes, owner-only folders, and the one cross-process lock.
+
+Every state write in hostcore goes through :func:`atomic_write`: a reader sees
+either the old file or the new one, never a torn write, and after it returns
+the new content survives a power cut (the data and the directory entry are both
+fsynced). Folders are created ``0700`` and files ``0600`` whatever the umask,
+because the state root holds evidence of what people worked on.
+
+:func:`file_lock` is the only way hostcore serialises work across processes: a
+kernel ``flock`` on a lock file, dropped by the kernel when the holder dies, so
+a killed process never leaves a lock behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from hostcore.errors import HostcoreError
+
+STATE_FILE_MODE = 0o600
+STATE_DIR_MODE = 0o700
+# How often a bounded wait for a lock tries again (seconds).
+LOCK_POLL_SECONDS = 0.05
+
+__all__ = [
+    "STATE_DIR_MODE",
+    "STATE_FILE_MODE",
+    "LockBusy",
+    "atomic_write",
+    "ensure_dir",
+    "file_lock",
+    "fsync_dir",
+    "open_state_file",
+]
+
+
+class LockBusy(HostcoreError):
+    """Another process holds a lock and did not release it within the wait allowed.
+
+    ``holder`` is what the holder wrote into the lock file (its pid and command),
+    or ``""`` when it wrote nothing.
+    """
+
+    def __init__(self, path: Path, holder: str, waited: float) -> None:
+        self.path = path
+        self.holder = holder
+        self.waited = waited
+        who = f"held by {holder}" if holder else "held by another process"
+        super().__init__(f"{path} is {who}; gave up after {waited:g} s")
+
+    def __reduce__(self) -> tuple[type[LockBusy], tuple[Path, str, float]]:
+        return (type(self), (self.path, self.holder, self.waited))
+
+
+def ensure_dir(path: Path, mode: int = STATE_DIR_MODE) -> Path:
+    """Create ``path`` (and missing parents) with ``mode`` exactly, whatever the umask.
+
+    Folders that already exist keep their mode: the root check in
+    :mod:`hostcore.host` refuses a root others can write to.
+    """
+    path = Path(path)
+    if path.is_dir():
+        return path
+    missing = []
+    current = path
+    while not current.exists():
+        missing.append(current)
+        if current.parent == current:
+            break
+        current = current.parent
+    for folder in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir(mode=mode)
+            os.chmod(folder, mode)  # mkdir's mode is masked by the umask
+    return path
+
+
+def open_state_file(path: Path, flags: int, mode: int = STATE_FILE_MODE) -> int:
+    """``os.open`` for a state file: never follows a symlink, never leaks into a child.
+
+    A symlink planted at ``path`` raises ``OSError`` (``ELOOP``) instead of
+    redirecting a write elsewhere. A created file gets ``mode`` whatever the umask.
+    """
+    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    if flags & os.O_CREAT:
+        try:
+            if os.fstat(fd).st_mode & 0o777 != mode and os.fstat(fd).st_uid == os.geteuid():
+                os.fchmod(fd, mode)
+        except OSError:
+            os.close(fd)
+            raise
+    return fd
+
+
+def atomic_write(
+    path: Path, data: bytes, mode: int = STATE_FILE_MODE, *, durable: bool = True
+) -> None:
+    """Replace ``path`` with ``data`` atomically: temp file, fsync, rename, fsync dir.
+
+    ``durable=False`` skips both fsyncs: the replacement stays atomic for every
+    reader and survives the writer's death, but not a power cut. Only for files
+    that are disposable or whose protocol covers process death alone, where two
+    fsyncs per write would dominate.
+    """
+    path = Path(path)
+    ensure_dir(path.parent)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            if durable:
+                os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        # The temp file is ours alone; removing it loses nothing.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        raise
+    if durable:
+        fsync_dir(path.parent)
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make a rename or unlink inside ``directory`` durable."""
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def file_lock(path: Path, *, timeout: float | None = None, holder: str = "") -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created ``0600``) for the block.
+
+    ``timeout=None`` waits as long as it takes; otherwise :class:`LockBusy` is
+    raised after ``timeout`` seconds, naming what the holder wrote. ``holder``
+    (say ``"pid 4242 (hostcore run)"``) is written into the file while held so
+    the next process can say who it waits for. The descriptor is close-on-exec,
+    so a child process never inherits the lock.
+    """
+    path = Path(path)
+    ensure_dir(path.parent)
+    fd = open_state_file(path, os.O_RDWR | os.O_CREAT)
+    try:
+        _acquire(fd, path, timeout)
+        if holder:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, holder.encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # closing the last descriptor drops the flock
+
+
+def _acquire(fd: int, path: Path, timeout: float | None) -> None:
+    if timeout is None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return
+    # Imported here: only a bounded wait retries, and building a Host must not
+    # import tenacity (benchmarks/startup.py).
+    import tenacity
+
+    retrying = tenacity.Retrying(
+        stop=tenacity.stop_after_delay(timeout),
+        wait=tenacity.wait_fixed(LOCK_POLL_SECONDS),
+        retry=tenacity.retry_if_exception_type(BlockingIOError),
+        reraise=True,
+    )
+    try:
+        for attempt in retrying:
+            with attempt:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise LockBusy(path, _holder_of(fd), timeout) from None
+
+
+def _holder_of(fd: int) -> str:
+    try:
+        return os.pread(fd, 200, 0).decode("utf-8", "replace").strip()
+    except OSError:
+        return ""

@@ -1,0 +1,129 @@
+"""Everything a plugin author imports, in one place.
+
+::
+
+    from hostcore import hookimpl
+    from hostcore.plugin import EvidenceRow, SourceBatch, WorkerResult
+
+* the markers :data:`hookimpl` and :data:`hookspec`, and :class:`Host`;
+* the registration Protocols a hook's objects satisfy: :class:`Source`,
+  :class:`Provider`, :class:`PolicyInput`, :class:`TelemetrySink`,
+  :class:`Worker`, :class:`Destination`;
+* the values that cross a plugin boundary: :class:`WorkerResult`,
+  :class:`EvidenceRow`, :class:`SourceBatch`, :class:`PartitionVersion`,
+  :class:`WorkItemRef`, :class:`WorkItem`, :class:`ScopeListing`,
+  :class:`Listing`, :class:`Closure`, :class:`WorkItemEvent`,
+  :class:`ExportBatch`, :class:`ExportRow`, :class:`Ref`, :class:`Event`,
+  :class:`EventSpec`, and :func:`apply_governance`;
+* the errors a plugin raises or meets: :class:`ProviderError`,
+  :class:`Conflict`, :class:`ConfigError`, :class:`RecordError`,
+  :class:`HostcoreError`;
+* state-file helpers: :func:`atomic_write`, :func:`ensure_dir`, :func:`file_lock`.
+
+CLI helpers for ``hostcore_commands`` are in :mod:`hostcore.plugin.cli`; the
+test fixtures and conformance suites in :mod:`hostcore.testing`. Importing this
+module is cheap: each name loads its home module on first use.
+
+Package layout: :mod:`~hostcore.plugin.markers`, :mod:`~hostcore.plugin.hookspecs`
+(every hook, documented), :mod:`~hostcore.plugin.registration` (the Protocols and
+their validation), :mod:`~hostcore.plugin.loader` (entry points, allow and block
+lists, strict mode), :mod:`~hostcore.plugin.registry` (the typed registry) and
+:mod:`~hostcore.plugin.cli`. It may import :mod:`hostcore.errors`,
+:mod:`hostcore.telemetry` and :mod:`hostcore.config`, and the value modules
+named above for type checking only.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hostcore.errors import ConfigError, HostcoreError, RecordError
+    from hostcore.evidence.rows import EvidenceRow, PartitionVersion, SourceBatch
+    from hostcore.export.batch import ExportBatch, ExportRow, apply_governance
+    from hostcore.export.ref import DEFAULT_STREAM, Conflict, Ref
+    from hostcore.files import atomic_write, ensure_dir, file_lock
+    from hostcore.host import Host
+    from hostcore.plugin.markers import hookimpl, hookspec
+    from hostcore.plugin.registration import (
+        Destination,
+        PolicyInput,
+        Provider,
+        Source,
+        TelemetrySink,
+        Worker,
+        WorkerResult,
+    )
+    from hostcore.telemetry import Event, EventSpec
+    from hostcore.workitems.items import (
+        Closure,
+        Listing,
+        ProviderError,
+        ScopeListing,
+        WorkItem,
+        WorkItemEvent,
+        WorkItemRef,
+    )
+
+_HOMES: dict[str, str] = {
+    **dict.fromkeys(("hookimpl", "hookspec"), "hostcore.plugin.markers"),
+    "Host": "hostcore.host",
+    **dict.fromkeys(("Source", "Provider", "PolicyInput", "TelemetrySink", "Worker",
+                     "Destination", "WorkerResult"), "hostcore.plugin.registration"),
+    **dict.fromkeys(("EvidenceRow", "SourceBatch", "PartitionVersion"),
+                    "hostcore.evidence.rows"),
+    **dict.fromkeys(("WorkItemRef", "WorkItem", "ScopeListing", "Listing", "Closure",
+                     "WorkItemEvent", "ProviderError"), "hostcore.workitems.items"),
+    **dict.fromkeys(("ExportBatch", "ExportRow", "apply_governance"), "hostcore.export.batch"),
+    **dict.fromkeys(("Ref", "Conflict", "DEFAULT_STREAM"), "hostcore.export.ref"),
+    **dict.fromkeys(("Event", "EventSpec"), "hostcore.telemetry"),
+    **dict.fromkeys(("ConfigError", "RecordError", "HostcoreError"), "hostcore.errors"),
+    **dict.fromkeys(("atomic_write", "ensure_dir", "file_lock"), "hostcore.files"),
+}
+
+__all__ = [
+    "DEFAULT_STREAM",
+    "Closure",
+    "ConfigError",
+    "Conflict",
+    "Destination",
+    "Event",
+    "EventSpec",
+    "EvidenceRow",
+    "ExportBatch",
+    "ExportRow",
+    "Host",
+    "HostcoreError",
+    "Listing",
+    "PartitionVersion",
+    "PolicyInput",
+    "Provider",
+    "ProviderError",
+    "RecordError",
+    "Ref",
+    "ScopeListing",
+    "Source",
+    "SourceBatch",
+    "TelemetrySink",
+    "WorkItem",
+    "WorkItemEvent",
+    "WorkItemRef",
+    "Worker",
+    "WorkerResult",
+    "apply_governance",
+    "atomic_write",
+    "ensure_dir",
+    "file_lock",
+    "hookimpl",
+    "hookspec",
+]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'hostcore.plugin' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,234 @@
+"""Every hook hostcore calls. Each docstring is that hook's documentation.
+
+Hooks only ever gain arguments; none is renamed or removed. pluggy passes an
+implementation only the arguments it names, so an implementation written against
+an older release keeps working when a hook gains an argument. Never give a
+hookimpl argument a default value to "evolve" it: pluggy does not pass defaults.
+
+Registration hooks (``hostcore_sources`` … ``hostcore_events``) return one object,
+an iterable of objects, or ``None``. The host calls them once, when the host is
+built, validates what they return (see :mod:`hostcore.plugin.registration`) and reports a bad
+object with the plugin's name. They are not a per-row path: the host resolves the
+registered objects once and calls them directly afterwards.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from hostcore.plugin.markers import hookspec
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    import click
+
+    from hostcore.host import Host
+    from hostcore.plugin.registration import (
+        Destination,
+        PolicyInput,
+        Provider,
+        Source,
+        TelemetrySink,
+        Worker,
+    )
+    from hostcore.telemetry import EventSpec
+
+
+@hookspec
+def hostcore_sources(host: Host) -> Source | Iterable[Source] | None:
+    """Register evidence sources.
+
+    Each tick the host calls ``source.read(cursor)`` with the cursor it persisted
+    for that source (``None`` the first time). ``read`` returns a
+    ``hostcore.evidence.store.SourceBatch`` of new evidence and the cursor to persist with
+    it; the host appends the rows and stores the cursor in one transaction, so a
+    crash never duplicates or loses a row. Reading the same input twice must add
+    nothing. A source that raises is reported by name and skipped; the others
+    still ingest.
+
+    Example::
+
+        @hookimpl
+        def hostcore_sources(host):
+            return NotesSource(folder=host.root / "notes")
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def hostcore_providers(host: Host) -> Provider | Iterable[Provider] | None:
+    """Register work-item providers (issue and pull-request trackers).
+
+    A provider answers four questions: ``owns(ref)`` (is this item mine),
+    ``scope_of(ref)`` (the scope a listing covers, such as ``owner/repo``),
+    ``list_items()`` (a complete, failed, interrupted or degraded listing per
+    scope, never a truncated list called complete) and ``closure(ref)`` (closed,
+    merged or still open; raises ``hostcore.workitems.items.ProviderError`` when it
+    cannot answer, and nothing else).
+
+    Example::
+
+        @hookimpl
+        def hostcore_providers(host):
+            return TaskFolderProvider(host.plugin_config("tasks", TasksConfig))
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def hostcore_policy_inputs(host: Host) -> PolicyInput | Iterable[PolicyInput] | None:
+    """Register inputs to the withholding policy of the export seam.
+
+    ``withholds(directory, source_id)`` returns True to keep rows recorded in that
+    directory by that source from leaving the store; a row is withheld if any
+    input withholds it. ``fingerprint_part()`` returns a short digest of the
+    input's current state, or ``None`` when the input cannot be enumerated
+    cheaply. It must be cheap (no row reads), stable, change exactly when the
+    input's verdicts can change, and contain no path or name.
+
+    Example::
+
+        @hookimpl
+        def hostcore_policy_inputs(host):
+            return WithholdTmp()   # withholds("/tmp/x", "codex") -> True
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def hostcore_telemetry_sinks(host: Host) -> TelemetrySink | Iterable[TelemetrySink] | None:
+    """Register telemetry sinks.
+
+    ``sink.receive(event)`` is called for every catalogued event with a
+    ``hostcore.telemetry.Event``; its attributes are counts, booleans and enums
+    only. A sink that raises is counted and logged once; it never fails the
+    step that emitted. ``close()``, if defined, is called when the host closes.
+
+    Example::
+
+        @hookimpl
+        def hostcore_telemetry_sinks(host):
+            return PrintSink()     # receive(event): print(event.name)
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def hostcore_workers(host: Host) -> Worker | Iterable[Worker] | None:
+    """Register workers, run once per tick.
+
+    ``worker.run(host)`` does a bounded slice of work and returns a
+    ``hostcore.plugin.registration.WorkerResult``; ``pending=True`` tells the tick loop more
+    work is ready now, so the next tick comes at the backlog cadence instead of a
+    full interval. Workers run in ascending ``order`` (an optional int attribute,
+    default 100), each as its own step: an exception fails that step only and is
+    reported with the worker's name. A worker must be resumable: it may be
+    killed at any point and run again.
+
+    Example::
+
+        @hookimpl
+        def hostcore_workers(host):
+            return Compactor()     # run(host) -> WorkerResult(pending=False)
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def hostcore_destinations(host: Host) -> Destination | Iterable[Destination] | None:
+    """Register export destinations: places the export stream is pushed to.
+
+    ``push(batch)`` appends the rows the export seam permitted past the
+    destination's position and returns the ``hostcore.export.ref.Ref`` it publishes
+    afterwards; ``published(stream, origin)`` returns that ref without writing.
+    See ``hostcore.plugin.registration.Destination`` for the contract and ``hostcore.export``
+    for the batch shape and resumability.
+
+    Example::
+
+        @hookimpl
+        def hostcore_destinations(host):
+            return DirectoryDestination(host.root / "outbox")
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def hostcore_events() -> EventSpec | Iterable[EventSpec] | None:
+    """Add events to the telemetry catalog.
+
+    A plugin that emits events must catalogue them here first; emitting an
+    uncatalogued event raises. Names are dotted (``capture.revalidation_started``)
+    and unique across plugins.
+
+    Example::
+
+        @hookimpl
+        def hostcore_events():
+            return EventSpec("notes.read", {"files": int, "ok": bool})
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def hostcore_commands(cli: click.Group) -> None:
+    """Add subcommands to the ``hostcore`` command line.
+
+    Called once while the CLI is built. Use ``hostcore.cli.pass_host`` to get the
+    :class:`~hostcore.host.Host` the command runs against. Return nothing.
+
+    Example::
+
+        @hookimpl
+        def hostcore_commands(cli):
+            @cli.command()
+            @pass_host
+            def notes(host):
+                \"\"\"Show how many notes were ingested.\"\"\"
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def hostcore_work_item_event(event: Any, host: Host) -> None:
+    """React to a work item that opened, changed, was commented on or closed.
+
+    ``event`` is a ``hostcore.workitems.items.WorkItemEvent``. Every implementation is
+    called; return values are ignored. An implementation that raises is logged and
+    does not stop the poller.
+
+    Example::
+
+        @hookimpl
+        def hostcore_work_item_event(event):
+            if event.kind == "closed":
+                notify(event.ref)
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec(firstresult=True)
+def hostcore_published_ref(stream: str, host: Host) -> Any:
+    """Return the ``hostcore.export.ref.Ref`` a destination publishes for ``stream``.
+
+    The first non-``None`` result wins. Only contribute the ref: the comparison
+    is made by ``hostcore.export.ref.compare`` so every surface agrees on what moved.
+
+    Example::
+
+        @hookimpl
+        def hostcore_published_ref(stream):
+            return read_published_ref(stream)   # -> Ref | None
+
+    .. versionadded:: 0.1
+    """

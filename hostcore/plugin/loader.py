@@ -1,0 +1,239 @@
+"""Plugin discovery and loading, owned by the host rather than left to pluggy.
+
+A plugin whose import raises, whose hookimpls do not match a hookspec, or that
+names an unknown hook is reported (plugin, distribution, version, error) and
+skipped: one broken plugin never bricks the host or its CLI. Set
+``HOSTCORE_STRICT_PLUGINS=1`` to make that a hard error while developing a plugin.
+
+Which entry-point plugins load is the user's choice:
+
+* ``HOSTCORE_LOAD_PLUGINS`` — comma-separated distribution names to allow; set but
+  empty means no external plugin at all.
+* ``HOSTCORE_DISABLE_PLUGINS`` — comma-separated distribution names to block.
+
+Built-in plugins (the host's own hookimpls) always load and cannot be disabled.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import re
+import traceback
+from collections.abc import Iterable, Mapping
+from typing import Literal
+
+import msgspec
+import pluggy
+
+from hostcore.errors import PluginLoadError
+from hostcore.plugin import hookspecs
+from hostcore.plugin.markers import ENTRY_POINT_GROUP, PROJECT_NAME
+
+log = logging.getLogger("hostcore.plugin.loader")
+
+Status = Literal["builtin", "loaded", "failed", "blocked"]
+
+ENV_ALLOW = "HOSTCORE_LOAD_PLUGINS"
+ENV_BLOCK = "HOSTCORE_DISABLE_PLUGINS"
+ENV_STRICT = "HOSTCORE_STRICT_PLUGINS"
+
+# The host's own plugins, in load order: each domain's built-in beside its engine.
+# They register through the same hooks as third parties and cannot be disabled.
+BUILTIN_PLUGINS: tuple[str, ...] = (
+    "hostcore.plugin.core",
+    "hostcore.evidence.plugin",
+    "hostcore.export.plugin",
+    "hostcore.workitems.plugin",
+    "hostcore.scaffold.plugin",
+)
+
+_HOOK_NAMES = frozenset(n for n in dir(hookspecs) if n.startswith("hostcore_"))
+
+
+class Registration(msgspec.Struct):
+    """One object a plugin registered: its kind, name and whether it is usable."""
+
+    kind: str
+    name: str
+    available: bool = True
+    reason: str | None = None
+
+
+class PluginInfo(msgspec.Struct):
+    """What ``hostcore plugins --json`` reports for one plugin (stable keys)."""
+
+    name: str
+    distribution: str | None
+    version: str | None
+    status: Status
+    hooks: list[str] = msgspec.field(default_factory=list)
+    registrations: list[Registration] = msgspec.field(default_factory=list)
+    error: str | None = None
+    traceback: str | None = None
+
+
+class PluginSet:
+    """A pluggy manager with the host's record of every plugin it considered."""
+
+    def __init__(self, *, strict: bool) -> None:
+        self.pm = pluggy.PluginManager(PROJECT_NAME)
+        self.pm.add_hookspecs(hookspecs)
+        self.strict = strict
+        self.infos: dict[str, PluginInfo] = {}
+        self._objects: dict[str, object] = {}
+
+    def register(self, obj: object, info: PluginInfo) -> bool:
+        """Register ``obj``; on a validation error record it (or raise if strict)."""
+        if info.name in self.infos:
+            other = self.infos[info.name]
+            return self.fail(info, f"plugin name {info.name!r} from {_origin(info)} is "
+                                   f"already used by {_origin(other)}")
+        try:
+            unknown = sorted(_unknown_hooks(obj))
+            if unknown:
+                raise PluginLoadError(f"unknown hook(s): {', '.join(unknown)}")
+            self.pm.register(obj, name=info.name)
+        except Exception as exc:
+            if self.pm.is_registered(obj):
+                self.pm.unregister(obj)
+            return self.fail(info, _one_line(exc), traceback.format_exc())
+        info.hooks = sorted(h.name for h in self.pm.get_hookcallers(obj) or ())
+        self.infos[info.name] = info
+        self._objects[info.name] = obj
+        return True
+
+    def fail(self, info: PluginInfo, error: str, tb: str | None = None) -> bool:
+        """Mark ``info`` failed, dropping its hooks; raise instead when strict."""
+        # Only the plugin that owns the name is unregistered: a second plugin
+        # claiming a taken name fails alone and is listed under a key of its own.
+        if self.infos.get(info.name) is info:
+            obj = self._objects.pop(info.name, None)
+            if obj is not None and self.pm.is_registered(obj):
+                self.pm.unregister(obj)
+        info.status = "failed"
+        info.error = error
+        info.traceback = tb
+        info.hooks = []
+        info.registrations = []
+        self._record(info)
+        where = f" ({info.distribution} {info.version})" if info.distribution else ""
+        if self.strict:
+            raise PluginLoadError(f"plugin {info.name!r}{where} failed: {error}")
+        log.warning("plugin %r%s failed and was skipped: %s", info.name, where, error)
+        if tb:
+            log.debug("%s", tb)
+        return False
+
+    def _record(self, info: PluginInfo) -> None:
+        """Keep ``info`` listed, under its name unless another plugin holds it."""
+        key, n = info.name, 1
+        while self.infos.get(key, info) is not info:
+            n += 1
+            key = f"{info.name}#{n}"
+        self.infos[key] = info
+
+    def object(self, name: str) -> object | None:
+        return self._objects.get(name)
+
+    def plugin_name(self, obj: object) -> str:
+        return self.pm.get_name(obj) or repr(obj)
+
+
+def load_plugins(
+    builtins: Iterable[str],
+    extra: Iterable[object],
+    *,
+    load_entrypoints: bool,
+    env: Mapping[str, str],
+) -> PluginSet:
+    """Build a :class:`PluginSet`: built-ins, then ``extra`` objects, then entry points."""
+    plugins = PluginSet(strict=env.get(ENV_STRICT, "").lower() in ("1", "true", "yes"))
+    for module_name in builtins:
+        module = importlib.import_module(module_name)
+        # A broken built-in is hostcore's own bug: never swallow it.
+        plugins.pm.register(module, name=module_name)
+        info = PluginInfo(name=module_name, distribution="hostcore", version=_host_version(),
+                          status="builtin")
+        info.hooks = sorted(h.name for h in plugins.pm.get_hookcallers(module) or ())
+        plugins.infos[module_name] = info
+        plugins._objects[module_name] = module
+    for obj in extra:
+        name = getattr(obj, "__name__", None) or type(obj).__name__
+        plugins.register(obj, PluginInfo(name=name, distribution=None, version=None,
+                                         status="loaded"))
+    if load_entrypoints:
+        _load_entry_points(plugins, env)
+    _check_pending(plugins)
+    return plugins
+
+
+def _check_pending(plugins: PluginSet) -> None:
+    """Fail each plugin that implements a hook no spec defines (e.g. via ``specname``)."""
+    while True:
+        try:
+            plugins.pm.check_pending()
+            return
+        except pluggy.PluginValidationError as exc:
+            name = plugins.pm.get_name(exc.plugin)
+            info = plugins.infos.get(name) if name else None
+            if info is None or info.status == "builtin":
+                raise
+            plugins.fail(info, _one_line(exc))
+
+
+def _load_entry_points(plugins: PluginSet, env: Mapping[str, str]) -> None:
+    import importlib_metadata
+
+    allow = _name_set(env[ENV_ALLOW]) if ENV_ALLOW in env else None
+    block = _name_set(env.get(ENV_BLOCK, ""))
+    seen: set[tuple[str, str]] = set()
+    for ep in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP):
+        dist_name = ep.dist.name if ep.dist else "unknown"
+        version = ep.dist.version if ep.dist else None
+        if (dist_name, ep.name) in seen:  # the same dist on sys.path twice
+            continue
+        seen.add((dist_name, ep.name))
+        info = PluginInfo(name=ep.name, distribution=dist_name, version=version,
+                          status="loaded")
+        canonical = canonical_name(dist_name)
+        if (allow is not None and canonical not in allow) or canonical in block:
+            info.status = "blocked"
+            plugins._record(info)
+            continue
+        try:
+            obj = ep.load()
+        except Exception as exc:
+            plugins.fail(info, _one_line(exc), traceback.format_exc())
+            continue
+        plugins.register(obj, info)
+
+
+def canonical_name(name: str) -> str:
+    """PEP 503 normalisation, so ``Hostcore_GH`` and ``hostcore-gh`` are one name."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _name_set(value: str) -> set[str]:
+    return {canonical_name(part.strip()) for part in value.split(",") if part.strip()}
+
+
+def _unknown_hooks(obj: object) -> set[str]:
+    names = {n for n in dir(obj) if n.startswith("hostcore_") and callable(getattr(obj, n))}
+    return names - _HOOK_NAMES
+
+
+def _one_line(exc: BaseException) -> str:
+    # pluggy puts the offending argument names on later lines: keep them all.
+    text = "; ".join(line.strip() for line in str(exc).strip().splitlines() if line.strip())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _origin(info: PluginInfo) -> str:
+    return info.distribution or "a plugin object"
+
+
+def _host_version() -> str:
+    from hostcore import __version__
+
+    return __version__

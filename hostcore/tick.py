@@ -1,0 +1,171 @@
+"""The tick loop: every worker once per tick, each as its own step under the step lock.
+
+A step that raises fails alone and is reported with its worker's name; the
+other steps still run. A worker that reports pending work brings the next tick
+forward (the backlog cadence). The last tick's report is kept under the root
+(``last-tick.json``, disposable), so ``hostcore status`` in a new process can
+say what the loop last did and how long ago.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from hostcore.files import atomic_write
+from hostcore.plugin.registration import Worker, WorkerResult, availability
+
+if TYPE_CHECKING:
+    from hostcore.host import Host
+
+log = logging.getLogger("hostcore.tick")
+
+# While a worker reports pending work, the next tick comes this soon (seconds).
+BACKLOG_INTERVAL_SECONDS = 5.0
+LAST_TICK_FILE = "last-tick.json"
+
+
+class StepReport(msgspec.Struct):
+    """The outcome of one step of a tick (one worker)."""
+
+    name: str
+    ok: bool
+    pending: bool = False
+    skipped: bool = False
+    error: str | None = None
+    counts: dict[str, int] = msgspec.field(default_factory=dict)
+
+
+class TickReport(msgspec.Struct):
+    """Every step of one tick; ``finished_at`` is wall-clock seconds since the epoch."""
+
+    steps: list[StepReport]
+    duration_ms: int = 0
+    finished_at: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return all(step.ok for step in self.steps)
+
+    @property
+    def pending(self) -> bool:
+        return any(step.pending for step in self.steps)
+
+    @property
+    def failed(self) -> list[StepReport]:
+        return [step for step in self.steps if not step.ok]
+
+    def summary(self) -> str:
+        """One line for a person: the outcome, then each step's non-zero counts."""
+        ran = sum(not s.skipped for s in self.steps)
+        state = "ok" if self.ok else f"{len(self.failed)} failed"
+        changes = "; ".join(
+            f"{s.name} " + ", ".join(f"{k} {v:,}" for k, v in s.counts.items() if v)
+            for s in self.steps if any(s.counts.values()))
+        pending = ", work pending" if self.pending else ""
+        return (f"tick {state}: {ran} step(s) in {self.duration_ms} ms{pending}: "
+                f"{changes or 'nothing changed'}")
+
+
+def tick(host: Host, stop: threading.Event | None = None) -> TickReport:
+    """Run every worker once, in order; a stop request skips the remaining steps."""
+    started = time.monotonic()
+    steps: list[StepReport] = []
+    for worker in host.workers:
+        if stop is not None and stop.is_set():
+            steps.append(StepReport(name=worker.name, ok=True, skipped=True))
+            continue
+        steps.append(_run_step(host, worker))
+    report = TickReport(steps=steps, duration_ms=int((time.monotonic() - started) * 1000),
+                        finished_at=time.time())
+    host.emit(
+        "tick.completed",
+        steps=sum(not s.skipped for s in steps),
+        failed=len(report.failed),
+        skipped=sum(s.skipped for s in steps),
+        pending=report.pending,
+        duration_ms=report.duration_ms,
+    )
+    if not host.read_only:
+        save_last(host.root, report)
+    return report
+
+
+def _run_step(host: Host, worker: Worker) -> StepReport:
+    if availability(worker) is not None:
+        return StepReport(name=worker.name, ok=True, skipped=True)
+    try:
+        with host.step_lock():
+            result = worker.run(host)
+    except Exception as exc:
+        # Log the kind of failure only: messages can carry paths or names.
+        log.warning("step %r failed: %s", worker.name, type(exc).__name__)
+        log.debug("step %r failed", worker.name, exc_info=True)
+        return StepReport(name=worker.name, ok=False, error=f"{type(exc).__name__}: {exc}")
+    if not isinstance(result, WorkerResult):
+        return StepReport(name=worker.name, ok=False,
+                          error=f"returned {type(result).__name__}, not WorkerResult")
+    return StepReport(name=worker.name, ok=True, pending=result.pending,
+                      counts=dict(result.counts))
+
+
+def run(host: Host, stop: threading.Event, *, max_ticks: int | None = None,
+        backlog_interval: float = BACKLOG_INTERVAL_SECONDS,
+        on_tick: Callable[[TickReport], None] | None = None) -> TickReport | None:
+    """Tick until ``stop`` is set: every ``[run] interval_seconds`` (read again each
+    tick, so an edited config takes effect without a restart), or every
+    ``backlog_interval`` seconds while a worker reports pending work. Returns the
+    last report."""
+    report = None
+    ticks = 0
+    while not stop.is_set():
+        report = tick(host, stop)
+        if on_tick is not None:
+            on_tick(report)
+        ticks += 1
+        if max_ticks is not None and ticks >= max_ticks:
+            break
+        interval = host.reload_settings().run.interval_seconds
+        stop.wait(min(interval, backlog_interval) if report.pending else interval)
+    return report
+
+
+def drain(host: Host, budget_seconds: float, stop: threading.Event | None = None,
+          on_tick: Callable[[TickReport], None] | None = None) -> list[TickReport]:
+    """Tick at once while a worker reports pending work, until ``budget_seconds``
+    have passed (at least one tick). What ``hostcore run --once`` does, so one
+    cron run drains a backlog instead of one slice of it."""
+    deadline = time.monotonic() + budget_seconds
+    reports: list[TickReport] = []
+    while True:
+        report = tick(host, stop)
+        reports.append(report)
+        if on_tick is not None:
+            on_tick(report)
+        if not report.pending or time.monotonic() >= deadline:
+            return reports
+        if stop is not None and stop.is_set():
+            return reports
+
+
+def save_last(root: Path, report: TickReport) -> None:
+    """Keep ``report`` as the root's last tick (disposable: never fsynced)."""
+    try:
+        atomic_write(root / LAST_TICK_FILE, msgspec.json.encode(report), durable=False)
+    except OSError as exc:
+        # Reporting must not fail the tick it reports on (a full disk, say).
+        log.warning("could not keep the last tick's report: %s", type(exc).__name__)
+
+
+def load_last(root: Path) -> TickReport | None:
+    """The last tick kept under ``root``; ``None`` when there is none or it is unreadable."""
+    try:
+        return msgspec.json.decode((root / LAST_TICK_FILE).read_bytes(), type=TickReport)
+    except (OSError, msgspec.DecodeError):
+        return None

@@ -1,0 +1,83 @@
+"""Timestamps: one parser and one writer for every wall-clock time hostcore keeps.
+
+Times are kept as UTC text ending in ``Z``, at one of two precisions:
+
+* ``seconds`` — ``YYYY-MM-DDTHH:MM:SSZ``: ledger records and plugin state, where
+  a person reads the value and a second is fine-grained enough;
+* ``micro`` — ``YYYY-MM-DDTHH:MM:SS.ffffffZ``: evidence rows, whose text order
+  must be time order so a range purge is one text comparison.
+
+Both are fixed width (years are written with four digits, ``0999`` too), so text
+order is time order. A wall-clock time read back from state may lie in the future
+(a clock that was wrong when it was written): :func:`is_future` says whether it
+lies further ahead than a tolerance, so callers treat it as due instead of fresh.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Literal
+
+Precision = Literal["seconds", "micro"]
+
+_SECONDS_SHAPE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$")
+_MICRO_SHAPE = re.compile(
+    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z$")
+
+
+def utc_now() -> datetime:
+    """The current moment, timezone-aware, in UTC."""
+    return datetime.now(UTC)
+
+
+def parse(text: object) -> datetime | None:
+    """An aware datetime for ISO-8601 ``text`` (no offset means UTC), else ``None``.
+
+    A value that names no representable UTC moment (``9999-12-31T23:59:59-01:00``
+    overflows when converted) is ``None`` too: callers count it, never crash.
+    """
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+        if moment.tzinfo is None:
+            return moment.replace(tzinfo=UTC)
+        return moment.astimezone(UTC)
+    except (ValueError, OverflowError):
+        return None
+
+
+def parse_exact(text: object) -> datetime | None:
+    """The moment ``text`` names if it is exactly in ``seconds`` form, else ``None``."""
+    if not isinstance(text, str) or not _SECONDS_SHAPE.match(text):
+        return None
+    return parse(text)
+
+
+def format_utc(moment: datetime, precision: Precision = "seconds") -> str:
+    """``moment`` as UTC text at ``precision`` (see the module docstring)."""
+    # Written by hand, not strftime: %Y drops the leading zeros of years before
+    # 1000 on glibc, which would break text order; and this runs once per row.
+    m = moment.astimezone(UTC)
+    text = f"{m.year:04d}-{m.month:02d}-{m.day:02d}T{m.hour:02d}:{m.minute:02d}:{m.second:02d}"
+    return f"{text}.{m.microsecond:06d}Z" if precision == "micro" else f"{text}Z"
+
+
+def canonical(text: str, precision: Precision = "micro") -> str:
+    """``text`` rewritten in the sortable form, or unchanged when it does not parse
+    (a range never matches an unparseable value)."""
+    if precision == "micro" and _MICRO_SHAPE.match(text):
+        return text  # already canonical: the common case, and no datetime is built
+    moment = parse(text)
+    return text if moment is None else format_utc(moment, precision)
+
+
+def is_future(moment: datetime, *, now: datetime | None = None,
+              tolerance: timedelta = timedelta(minutes=5)) -> bool:
+    """True when ``moment`` lies more than ``tolerance`` after ``now``.
+
+    A stamp from the future was written by a wrong clock: trusting it would make
+    the thing it dates look fresh until the real clock catches up.
+    """
+    return moment - (now or utc_now()) > tolerance

@@ -1,0 +1,109 @@
+"""Built-in: the ``poll`` worker, the ``hostcore poll`` command and the poller's events.
+
+The worker runs one poll cycle over every registered provider per tick (at most
+one per ``[poll] interval_seconds`` in a long-running process); its ``status()``
+is the ledger's part of ``hostcore status``. ``hostcore poll --once`` runs one
+cycle and exits, for cron; ``hostcore poll`` cycles until SIGINT or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from hostcore.plugin.markers import hookimpl
+from hostcore.plugin.registration import WorkerResult
+from hostcore.telemetry import EventSpec
+
+if TYPE_CHECKING:
+    import click
+
+    from hostcore.host import Host
+    from hostcore.workitems.poller import PollSummary
+
+_SCOPE_COUNTS = {f"scopes_{s}": int for s in ("complete", "failed", "interrupted", "degraded")}
+_SETS = ("tracked", "ledger_only")
+
+EVENTS = (
+    EventSpec(
+        "poll.cycle",
+        {"available": bool, "listing": ("complete", "partial", "failed", "none"),
+         "listed": int, "new": int, "changed": int, "tracked_checks": int,
+         "ledger_checks": int, "closures": int, "errors": int, "duration_ms": int,
+         **_SCOPE_COUNTS},
+        "One provider's poll cycle: its listing's outcome and scope statuses, items "
+        "listed, new and changed, closure questions asked about tracked and ledger-only "
+        "records (ledger_checks and closures omitted when zero), and errors.",
+    ),
+    EventSpec(
+        "poll.closure_detected",
+        {"set": _SETS, "state": ("closed", "merged")},
+        "A provider said an unlisted item ended; its record was stamped ended and its "
+        "poll section forgotten.",
+    ),
+    EventSpec(
+        "poll.item_error",
+        {"stage": ("closure", "dispatch"), "set": _SETS, "will_retry": bool},
+        "One item failed: a closure question the provider could not answer (asked again "
+        "next cycle if tracked, after the window if ledger-only), or a work-item event "
+        "receiver raised (re-delivered next cycle until the poller gives up).",
+    ),
+    EventSpec(
+        "ledger.index_rebuilt",
+        {"records": int, "malformed": int, "reason": ("missing", "damaged", "format",
+                                                      "requested")},
+        "The ledger index was derived again from the records: because it was missing, "
+        "damaged, of another format, or on request.",
+    ),
+)
+
+
+class PollWorker:
+    """Runs a poll cycle each tick, no more often than ``[poll] interval_seconds``."""
+
+    name = "poll"
+    order = 50
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+        self._last_cycle: float | None = None
+
+    def run(self, host: Host) -> WorkerResult:
+        interval = host.config.settings.poll.interval_seconds
+        if self._last_cycle is not None and time.monotonic() - self._last_cycle < interval:
+            return WorkerResult(counts={"skipped": 1})
+        self._last_cycle = time.monotonic()
+        summaries = host.poller.cycle()
+        return WorkerResult(counts=_totals(summaries))
+
+    def status(self) -> dict[str, Any]:
+        report: dict[str, Any] = {"ledger": self.host.ledger.status()}
+        last = self.host.poller.last
+        if last:
+            report["last_cycle"] = _totals(last)
+        return report
+
+
+def _totals(summaries: list[PollSummary]) -> dict[str, int]:
+    keys = ("listed", "new", "changed", "closures", "tracked_checks", "ledger_checks")
+    totals = {key: sum(getattr(s, key) for s in summaries) for key in keys}
+    totals["providers"] = len(summaries)
+    totals["errors"] = sum(len(s.errors) for s in summaries)
+    return totals
+
+
+@hookimpl
+def hostcore_events() -> tuple[EventSpec, ...]:
+    return EVENTS
+
+
+@hookimpl
+def hostcore_workers(host: Host) -> PollWorker:
+    return PollWorker(host)
+
+
+@hookimpl
+def hostcore_commands(cli: click.Group) -> None:
+    from hostcore.workitems.commands import poll_command
+
+    cli.add_command(poll_command)

@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -51,9 +51,13 @@ def shared_folder() -> Iterator[tuple[Path, list[str]]]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def run_unprivileged(scenario: str) -> dict[str, object]:
-    """Run a fault scenario as a user that mode 000 really denies."""
+def run_unprivileged(scenario: str, prepare: Callable[[Path], None] | None = None,
+                     ) -> dict[str, object]:
+    """Run a fault scenario as a user that mode 000 really denies; ``prepare(folder)``
+    runs first, with this process's privileges."""
     with shared_folder() as (folder, drop):
+        if prepare is not None:
+            prepare(folder)
         result = subprocess.run([sys.executable, str(FAULT_CHILD), scenario, str(folder), *drop],
                                 capture_output=True, text=True, timeout=120, cwd=folder)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -98,6 +98,23 @@ def unreadable_sweep(folder: Path) -> dict[str, object]:
     }
 
 
+def other_users_file(folder: Path) -> dict[str, object]:
+    """A deletion refused by validation, of a file another user owns, which protected
+    hard links forbid us to link back: the live path must not end up empty."""
+    path = folder / "cache" / "alpha.json"
+    revision = capture_file_revision(path)
+    assert revision is not None
+    try:
+        os.link(path, folder / "cache" / "probe-link")
+        linkable = True
+    except OSError:
+        linkable = False
+    result = delete_file_if_unchanged(path, revision, lambda pinned: False)
+    return {"linkable": linkable, "outcome": result.outcome,
+            "back": path.read_bytes().decode() if path.exists() else None,
+            "leftovers": _leftovers(path.parent)}
+
+
 def _fill_inodes(folder: Path) -> list[Path]:
     filler = folder / "filler"
     filler.mkdir(exist_ok=True)
@@ -162,5 +179,5 @@ if __name__ == "__main__":
     if sys.argv[3:5] and sys.argv[3] == "--drop-to":
         drop_privileges(sys.argv[4])
     result = {"unreadable-file": unreadable_file, "unreadable-sweep": unreadable_sweep,
-              "no-space": no_space}[scenario](where)
+              "no-space": no_space, "other-users-file": other_users_file}[scenario](where)
     print(json.dumps(result), flush=True)

@@ -139,8 +139,9 @@ def run(host: Host, stop: threading.Event, *, max_ticks: int | None = None,
 def drain(host: Host, budget_seconds: float, stop: threading.Event | None = None,
           on_tick: Callable[[TickReport], None] | None = None) -> list[TickReport]:
     """Tick at once while a worker reports pending work, until ``budget_seconds``
-    have passed (at least one tick). What ``hostcore run --once`` does, so one
-    cron run drains a backlog instead of one slice of it."""
+    have passed (at least one tick) or a tick fails. What ``hostcore run --once``
+    does, so one cron run drains a backlog instead of one slice of it, and a
+    failure reaches cron at once instead of repeating for the whole budget."""
     deadline = time.monotonic() + budget_seconds
     reports: list[TickReport] = []
     while True:
@@ -148,7 +149,7 @@ def drain(host: Host, budget_seconds: float, stop: threading.Event | None = None
         reports.append(report)
         if on_tick is not None:
             on_tick(report)
-        if not report.pending or time.monotonic() >= deadline:
+        if not report.pending or not report.ok or time.monotonic() >= deadline:
             return reports
         if stop is not None and stop.is_set():
             return reports

@@ -206,7 +206,8 @@ def test_every_distribution_builds_a_wheel_on_its_own(dist, tmp_path):
     entry_points = next((n for n in names if n.endswith(".dist-info/entry_points.txt")), None)
     if dist == ".":
         assert "hostcore/py.typed" in names
-        assert "hostcore/builtins/core.py" in names
+        assert "hostcore/plugin/core.py" in names
+        assert "hostcore/scaffold/templates/worker/plugin.py.tmpl" in names
     else:
         assert entry_points, f"{dist} declares no entry point"
         with zipfile.ZipFile(wheel) as archive:

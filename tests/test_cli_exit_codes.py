@@ -180,7 +180,7 @@ def test_status_json_reports_components(hostcore_cli, register_plugin):
     result = hostcore_cli("status", "--json")
     assert result.exit_code == 0
     report = json.loads(result.stdout)
-    assert set(report) == {"root", "components", "telemetry"}
+    assert set(report) == {"root", "components", "last_tick", "telemetry"}
     assert report["components"]["worker"]["fine"] == {
         "available": False, "reason": "the frobnicator is not installed", "queued": 7}
 
@@ -191,7 +191,7 @@ def test_config_json_shows_the_effective_settings_and_source(hostcore_cli, tmp_p
     assert result.exit_code == 0
     data = json.loads(result.stdout)
     assert data["source"] == str(root / "hostcore.toml")
-    assert data["settings"]["run"] == {"interval_seconds": 7.0}
+    assert data["settings"]["run"]["interval_seconds"] == 7.0
     assert data["settings"]["poll"] == {"interval_seconds": 60.0}
 
 

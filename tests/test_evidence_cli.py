@@ -135,7 +135,7 @@ def test_policy_commands_change_entries_opt_outs_and_the_fingerprint(tmp_path):
     first = json.loads(hostcore(root, "policy", "show", "--json").stdout)
     assert first["entries"] == [] and first["opted_out"] == []
     assert {i["name"]: i["fingerprinted"] for i in first["inputs"]} == {
-        "class-list": True, "sync-opt-out": True, "ignore-dotfiles": False}
+        "class-list": True, "sync-opt-out": True, "ignore-dotfiles": True}
 
     secret = tmp_path / "secret"
     assert hostcore(root, "policy", "local-only", str(secret)).returncode == 0

@@ -23,7 +23,7 @@ class Clock:
 def parts(tmp_path):
     clock = Clock()
     class_list = ClassList(tmp_path / "policy" / "classes.tsv")
-    opt_out = SyncOptOut(tmp_path / "policy" / "opt-out.json", ttl=30, clock=clock)
+    opt_out = SyncOptOut(tmp_path / "policy" / "opt-out.json")
     dotfiles = IgnoreDotfiles(ttl=30, clock=clock)
     return class_list, opt_out, dotfiles, clock, Policy([class_list, opt_out, dotfiles])
 
@@ -79,25 +79,40 @@ def test_the_opt_out_part_depends_on_the_set_not_the_order_written(parts):
     clock.now += 31
     first = opt_out.fingerprint_part()
     opt_out.path.write_text('[\n  "a",\n  "b"\n]\n')
-    clock.now += 31
     assert opt_out.fingerprint_part() == first
 
 
-def test_the_opt_out_set_is_read_through_its_ttl(parts):
+def test_an_opt_out_written_by_another_process_moves_the_next_fingerprint(parts):
     _, opt_out, _, clock, policy = parts
     before = policy.fingerprint()
     opt_out.path.parent.mkdir(parents=True, exist_ok=True)
     opt_out.path.write_text('["claude-code"]')  # another process opts out
-    assert policy.fingerprint() == before     # within the TTL: the cached set
-    clock.now += 30
-    assert policy.fingerprint() != before
+    assert policy.fingerprint() != before     # no TTL: the file's stat changed
+    assert opt_out.withholds("/any", "claude-code")
 
 
-def test_a_dotfile_does_not_enter_the_fingerprint(parts, tmp_path):
-    *_, policy = parts
+def test_an_unchanged_opt_out_file_is_not_read_again(parts, monkeypatch):
+    _, opt_out, *_ = parts
+    opt_out.fingerprint_part()
+    monkeypatch.setattr(type(opt_out), "_load", lambda self: pytest.fail("re-read"))
+    assert opt_out.fingerprint_part() == opt_out.fingerprint_part()
+
+
+def test_a_new_dotfile_moves_the_fingerprint_within_its_ttl(parts, tmp_path):
+    *_, dotfiles, clock, policy = parts
+    (tmp_path / "repo").mkdir()
+    assert not dotfiles.withholds(str(tmp_path / "repo"), "codex")
     before = policy.fingerprint()
     (tmp_path / ".hostcoreignore").touch()
-    assert policy.fingerprint() == before
+    assert policy.fingerprint() == before      # within the TTL: folders not looked at
+    clock.now += 30
+    moved = policy.fingerprint()
+    assert moved != before
+    assert dotfiles.withholds(str(tmp_path / "repo"), "codex")
+    assert str(tmp_path) not in dotfiles.fingerprint_part()
+    (tmp_path / ".hostcoreignore").unlink()
+    clock.now += 30
+    assert policy.fingerprint() == before      # the same folders, the same verdicts
 
 
 def test_a_third_party_input_plugs_in_through_the_hook(make_host, tmp_path):

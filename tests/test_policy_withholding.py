@@ -129,7 +129,7 @@ def test_a_malformed_class_list_withholds_everything_and_says_why(tmp_path):
 def test_a_malformed_opt_out_set_withholds_everything_and_says_why(tmp_path):
     path = tmp_path / "opt-out.json"
     path.write_text('{"not": "a list"}')
-    opt_out = SyncOptOut(path, ttl=0)
+    opt_out = SyncOptOut(path)
     assert opt_out.withholds("/d", "anything")
     assert "expected a JSON list" in opt_out.status()["error"]
     with pytest.raises(PolicyStateError):

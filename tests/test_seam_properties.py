@@ -178,7 +178,7 @@ def test_seam_returns_exactly_the_permitted_live_rows_after_the_cursor(data):
         root.mkdir()
         store = Store(root / "store.sqlite3")
         policy = Policy([ClassList(root / "classes.tsv"),
-                         SyncOptOut(root / "opt-out.json", ttl=0),
+                         SyncOptOut(root / "opt-out.json"),
                          IgnoreDotfiles(ttl=0)])
         seam = ExportSeam(store, policy, fetch_rows=data.draw(st.integers(1, 5)))
         model = Model(base)

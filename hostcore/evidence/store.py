@@ -79,7 +79,7 @@ class Store:
                 self._db = schema.connect(self.path, readonly=False)
                 self.instance_id = self._init_schema()
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{self.path}: not a usable evidence store "
+            raise StoreError(f"{self.path}: not an evidence store "
                              f"({_sqlite_reason(exc)})") from None
 
     # -- setup ---------------------------------------------------------------

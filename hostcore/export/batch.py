@@ -1,17 +1,29 @@
-"""What crosses from the exporter to a destination: rows, batches, and the governance rule.
+"""What crosses from the exporter to a destination: rows, batches, and the rules.
 
 Plain msgspec Structs with no dependency on the store, so a destination plugin
-imports them without loading SQLite. :func:`apply_governance` is the one
-implementation of the per-component compare-and-swap every destination applies.
+imports them without loading SQLite. Two functions hold the rules every
+destination applies under its own lock, before it writes anything:
+
+* :func:`check_continuity` — the destination is the one, at the position, the
+  pusher resumed from; otherwise :class:`DestinationChanged` (the pusher then
+  resumes from the destination's own position, as a client relists after a
+  stale resourceVersion);
+* :func:`apply_governance` — the per-component compare-and-swap of the
+  governance this origin publishes.
+
+Governance is kept per (stream, origin): hosts sharing a destination never
+write over each other's identities. Rows are keyed by (stream, origin, position).
 """
 
 from __future__ import annotations
 
 import msgspec
 
+from hostcore.errors import HostcoreError
 from hostcore.export.ref import GOVERNANCE, Ref, assert_component
 
-__all__ = ["EXPORT_COLUMNS", "EXPORT_ROW_FIELDS", "ExportBatch", "ExportRow", "apply_governance"]
+__all__ = ["EXPORT_COLUMNS", "EXPORT_ROW_FIELDS", "DestinationChanged", "ExportBatch",
+           "ExportRow", "apply_governance", "check_continuity"]
 
 EXPORT_COLUMNS = ("partition", "source_id", "session_id", "ts", "directory", "git_remote",
                   "payload", "key")
@@ -50,6 +62,10 @@ class ExportBatch(msgspec.Struct, kw_only=True):
     observed at the destination (empty asserts nothing). ``origin`` is the
     identity of the store the positions come from: positions of two stores are
     two feeds. A batch may carry no rows, only a governance change.
+
+    ``destination`` and ``after`` say what the pusher resumed from: the
+    destination's instance id and the position it held for ``origin``. Empty
+    and ``-1`` check nothing (a pusher that predates them).
     """
 
     stream: str
@@ -57,10 +73,42 @@ class ExportBatch(msgspec.Struct, kw_only=True):
     rows: list[ExportRow]
     sets: Ref = Ref()
     expect: Ref = Ref()
+    destination: str = ""
+    after: int = -1
+
+
+class DestinationChanged(HostcoreError):
+    """The destination is not the one, or not at the position, the push resumed from.
+
+    It was replaced, re-created or restored from a backup since the pusher read
+    it. Nothing was written; the pusher resumes from what the destination holds.
+    """
+
+    def __init__(self, expected: str, found: str, after: int, held: int) -> None:
+        self.expected = expected
+        self.found = found
+        self.after = after
+        self.held = held
+        what = ("is another instance" if expected and expected != found
+                else f"holds position {held}, not {after}")
+        super().__init__(f"the destination {what} since this export resumed; "
+                         "resuming from what it holds")
+
+    def __reduce__(self) -> tuple[type[DestinationChanged], tuple[str, str, int, int]]:
+        return (type(self), (self.expected, self.found, self.after, self.held))
+
+
+def check_continuity(batch: ExportBatch, instance: str, held: int) -> None:
+    """Raise :class:`DestinationChanged` unless the destination (``instance``, holding
+    ``held`` for the batch's origin) is what the pusher resumed from."""
+    if (batch.destination and batch.destination != instance) or (
+            batch.after >= 0 and batch.after != held):
+        raise DestinationChanged(batch.destination, instance, batch.after, held)
 
 
 def apply_governance(held: Ref, batch: ExportBatch) -> Ref:
-    """The identities a destination publishes after ``batch``, or raise ``Conflict``.
+    """The identities a destination publishes for the batch's origin after ``batch``,
+    or raise ``Conflict``; ``held`` is what it publishes for that origin now.
 
     Destinations call this under their own lock, before writing any row. A
     component already holding the value being set is not a conflict: the write

@@ -31,6 +31,9 @@ import msgspec
 from hostcore.errors import HostcoreError
 
 DEFAULT_STREAM = "main"
+# An expectation that a component holds nothing yet: a first write that must not
+# overwrite a value it never saw (create-only). Not a hash, so never a value.
+ABSENT = "(absent)"
 
 # The governance components, in the order every report lists them.
 GOVERNANCE: tuple[str, ...] = ("context", "terms", "decisions")
@@ -177,9 +180,13 @@ def assert_component(component: str, expected: str, actual: str) -> None:
     """Raise :class:`Conflict` if ``expected`` is non-empty and differs from ``actual``.
 
     An empty expectation asserts nothing and always passes, so a writer that
-    predates refs keeps writing as it did.
+    predates refs keeps writing as it did. :data:`ABSENT` expects no value yet.
     """
     if component not in GOVERNANCE:
         raise ValueError(f"{component!r} is not a governance component ({', '.join(GOVERNANCE)})")
+    if expected == ABSENT:
+        if actual:
+            raise Conflict(component, expected, actual)
+        return
     if expected and expected != actual:
         raise Conflict(component, expected, actual)

@@ -106,19 +106,27 @@ class Destination(Protocol):
     """Where the export stream is pushed. See ``hostcore_destinations``.
 
     ``push(batch)`` takes an :class:`~hostcore.export.batch.ExportBatch`. Under
-    its own lock it applies the batch's governance change through
-    :func:`~hostcore.export.batch.apply_governance` (which raises
-    :class:`~hostcore.export.ref.Conflict` before anything is written), appends
-    the rows past its position (dropping any at or below it, so a rerun never
-    duplicates), makes them durable, and returns the
-    :class:`~hostcore.export.ref.Ref` it now publishes. The exporter calls
-    ``push`` from one worker thread, one call at a time, while it reads the next
-    batch.
+    its own lock, before writing anything, it checks
+    :func:`~hostcore.export.batch.check_continuity` (raising
+    :class:`~hostcore.export.batch.DestinationChanged`) and applies the batch's
+    governance change through :func:`~hostcore.export.batch.apply_governance`
+    (raising :class:`~hostcore.export.ref.Conflict`); then it appends the rows
+    past its position for the batch's origin (dropping any at or below it, so a
+    rerun never duplicates), makes them durable, and returns the
+    :class:`~hostcore.export.ref.Ref` it now publishes for that origin. The
+    exporter calls ``push`` from one worker thread, one call at a time, while it
+    reads the next batch.
 
     ``published(stream, origin)`` returns that ref without writing: ``content``
     is the last position durably held from the store ``origin`` (``0`` when
-    none), the identities are the ones it publishes for ``stream``. The export
-    resumes from that position, so it must be the durable truth.
+    none), the identities are the ones published for ``(stream, origin)``:
+    governance is kept per origin, so hosts sharing a destination never write
+    over each other's. The export resumes from that position, so it must be the
+    durable truth.
+
+    ``instance()`` (optional) returns an id created with the destination's
+    storage and never reused: a destination deleted and re-created, or replaced,
+    answers a new one. The exporter puts it in every batch it pushes.
 
     An optional ``key`` string says where the destination writes (for a
     directory destination, its path); the ref cache is keyed by it, so

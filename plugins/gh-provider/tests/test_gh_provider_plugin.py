@@ -20,7 +20,7 @@ def test_without_gh_the_provider_is_unavailable_and_the_host_keeps_running(make_
     host = make_host(gh_plugin, config=CONFIG, env={"PATH": str(tmp_path)})
     entry = host.status()["components"]["provider"]["gh"]
     assert entry["available"] is False and "not installed" in entry["reason"]
-    (info,) = [i for i in host.plugin_infos() if i.name.endswith("plugin")]
+    (info,) = [i for i in host.plugin_infos() if i.name == gh_plugin.__name__]
     assert info.registrations[0].available is False
     report = host.tick()
     assert report.ok

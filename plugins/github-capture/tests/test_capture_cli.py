@@ -18,6 +18,8 @@ def cli(tmp_path, register_plugin, capture_plugin, make_host, evidence, hostcore
                               for i in range(5)])
     evidence(host, "claude", [("/w/a", "claude", "https://gitlab.com/octo/elsewhere")])
     host.close()
+    # One tick per `run --once`, so a pass can be seen under way.
+    (root / "hostcore.toml").write_text("[run]\ndrain_seconds = 0\n")
 
     def run(*args):
         return hostcore_cli(*args, root=root)

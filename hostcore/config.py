@@ -64,6 +64,8 @@ class Config:
         # one that did not exist yet.
         self.watch = watch or source
         self._stamp = _stamp(self.watch)
+        #: The ``[plugins.<name>]`` tables some plugin asked for (see :meth:`plugin`).
+        self.read_tables: set[str] = set()
 
     def reloaded(self) -> Config:
         """This config, or a fresh read of its file if the file changed since.
@@ -83,6 +85,7 @@ class Config:
             log.warning("config changed but cannot be used; keeping the old one: %s", exc)
             self._stamp = stamp
             return self
+        fresh.read_tables = self.read_tables
         return fresh
 
     @property
@@ -91,6 +94,7 @@ class Config:
 
     def plugin(self, name: str, type_: type[T]) -> T:
         """Decode the ``[plugins.<name>]`` table as ``type_`` (defaults if absent)."""
+        self.read_tables.add(name)
         table = self.settings.plugins.get(name, {})
         try:
             return msgspec.convert(table, type=type_)
@@ -98,7 +102,8 @@ class Config:
             raise ConfigError(f"{self.origin}: [plugins.{name}]: {describe_error(exc)}") from None
 
     def to_builtins(self) -> dict[str, Any]:
-        return msgspec.to_builtins(self.settings)
+        data: dict[str, Any] = msgspec.to_builtins(self.settings)
+        return data
 
 
 def load_config(path: Path | None, root: Path) -> Config:

@@ -32,7 +32,13 @@ from hostcore import tick as ticks
 from hostcore.config import Config, Settings, load_config, parse_settings
 from hostcore.errors import ConfigError
 from hostcore.files import ensure_dir, file_lock
-from hostcore.plugin.loader import BUILTIN_PLUGINS, PluginInfo, PluginSet, load_plugins
+from hostcore.plugin.loader import (
+    BUILTIN_PLUGINS,
+    PluginInfo,
+    PluginSet,
+    canonical_name,
+    load_plugins,
+)
 from hostcore.plugin.registration import (
     Destination,
     PolicyInput,
@@ -62,6 +68,8 @@ STEP_LOCK_FILE = "run.lock"
 # Kept for embedders that imported it from here in 0.1.
 BACKLOG_INTERVAL_SECONDS = ticks.BACKLOG_INTERVAL_SECONDS
 StepReport = ticks.StepReport
+# Tables the host itself reads, whenever it gets to them.
+_HOST_TABLES = frozenset({"export"})
 
 
 def resolve_root(root: str | os.PathLike[str] | None, env: Mapping[str, str]) -> Path:
@@ -154,10 +162,26 @@ class Host:
         self.registry.collect(self)
         for sink in self.registry.get("telemetry_sink"):
             self.telemetry.add_sink(sink)
+        self._warn_unread_tables()
         counts = {s: 0 for s in ("loaded", "failed", "blocked", "builtin")}
         for info in self.plugins.infos.values():
             counts[info.status] += 1
         self.emit("plugins.loaded", **counts)
+
+    def _warn_unread_tables(self) -> None:
+        """Name each ``[plugins.<name>]`` table no plugin can be reading (a typo, or a
+        plugin not installed): its settings would otherwise be ignored in silence."""
+        known = {canonical_name(n) for n in self.config.read_tables}
+        for info in self.plugins.infos.values():
+            known.add(canonical_name(info.name))
+            known.add(canonical_name(info.name.rsplit(".", 1)[0]))
+            if info.distribution:
+                known.add(canonical_name(info.distribution))
+            known.update(canonical_name(r.name) for r in info.registrations)
+        for table in sorted(self.config.settings.plugins):
+            if canonical_name(table) not in known | _HOST_TABLES:
+                log.warning("config table [plugins.%s] is read by no installed plugin; "
+                            "its settings have no effect", table)
 
     # -- registrations -------------------------------------------------------------
 

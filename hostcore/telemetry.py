@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 import msgspec
 
@@ -65,7 +65,7 @@ class Catalog:
     def __contains__(self, name: str) -> bool:
         return name in self._specs
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[EventSpec]:
         return iter(sorted(self._specs.values(), key=lambda s: s.name))
 
     def get(self, name: str) -> EventSpec | None:

@@ -143,7 +143,7 @@ def test_hook_validation_errors_are_reported_by_name(tmp_path, plugin, named):
     assert info.status == "failed"
     for word in named:
         assert word in info.error
-    assert host.plugins.object(plugin.__name__) is None
+    assert host.plugins.plugin_object(plugin.__name__) is None
     assert host.tick().ok
 
 

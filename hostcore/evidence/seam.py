@@ -26,7 +26,7 @@ boundary: at most the rows of the chunk being fetched when the change landed
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hostcore.evidence import schema
@@ -100,14 +100,14 @@ class ExportSeam:
 
     def read_rows_since_sync(self, partition: str | None, cursor: int,
                              columns: Sequence[str], *,
-                             until: int | None = None) -> Iterator[Row]:
+                             until: int | None = None) -> Generator[Row, None, None]:
         """The synchronous twin of :meth:`read_rows_since` (same rows, same order)."""
         chunks = self._chunks(schema.select_rows(partition, columns), partition, cursor, until)
         return (row for chunk in chunks for row in chunk)
 
     def read_tuples_since_sync(self, partition: str | None, cursor: int,
                                columns: Sequence[str], *,
-                               until: int | None = None) -> Iterator[Row]:
+                               until: int | None = None) -> Generator[Row, None, None]:
         """Yield ``(tuple_id, *columns)`` for each distinct (directory, source,
         git_remote) of ``partition``'s rows whose id is after ``cursor`` (and at or
         before ``until``), in id order, keeping back every tuple whose rows the
@@ -126,14 +126,14 @@ class ExportSeam:
         return (row for chunk in chunks for row in chunk)
 
     def _chunks(self, sql: str, partition: str | None, cursor: int,
-                until: int | None) -> Iterator[list[Row]]:
+                until: int | None) -> Generator[list[Row], None, None]:
         _check_position("cursor", cursor)
         if until is not None:
             _check_position("until", until)
         return self._run(sql, partition, cursor, _NO_BOUND if until is None else until)
 
     def _run(self, sql: str, partition: str | None, after: int,
-             until: int) -> Iterator[list[Row]]:
+             until: int) -> Generator[list[Row], None, None]:
         db = schema.connect(self._store.path, readonly=True)
         try:
             # One read transaction: the scopes evaluated and the rows read are the

@@ -21,5 +21,5 @@ EVENTS = (
 
 
 @hookimpl
-def hostcore_events():
+def hostcore_events() -> tuple[EventSpec, ...]:
     return EVENTS

@@ -7,9 +7,13 @@ skipped: one broken plugin never bricks the host or its CLI. Set
 
 Which entry-point plugins load is the user's choice:
 
-* ``HOSTCORE_LOAD_PLUGINS`` — comma-separated distribution names to allow; set but
+* ``HOSTCORE_LOAD_PLUGINS`` — comma-separated plugin names to allow; set but
   empty means no external plugin at all.
-* ``HOSTCORE_DISABLE_PLUGINS`` — comma-separated distribution names to block.
+* ``HOSTCORE_DISABLE_PLUGINS`` — comma-separated plugin names to block.
+
+A plugin may be named by its distribution (``hostcore-gh``) or its entry point
+(``gh``), case and ``-``/``_``/``.`` aside. A name that matches no installed
+plugin is reported on stderr, naming it.
 
 Built-in plugins (the host's own hookimpls) always load and cannot be disabled.
 """
@@ -21,7 +25,7 @@ import logging
 import re
 import traceback
 from collections.abc import Iterable, Mapping
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 import pluggy
@@ -133,7 +137,8 @@ class PluginSet:
             key = f"{info.name}#{n}"
         self.infos[key] = info
 
-    def object(self, name: str) -> object | None:
+    def plugin_object(self, name: str) -> Any:
+        """The plugin object registered under ``name`` (``None`` when none is)."""
         return self._objects.get(name)
 
     def plugin_name(self, obj: object) -> str:
@@ -187,17 +192,22 @@ def _load_entry_points(plugins: PluginSet, env: Mapping[str, str]) -> None:
 
     allow = _name_set(env[ENV_ALLOW]) if ENV_ALLOW in env else None
     block = _name_set(env.get(ENV_BLOCK, ""))
+    chosen = (allow or set()) | block
+    matched: set[str] = set()
+    labels: dict[int, tuple[str, str | None]] = {}
     seen: set[tuple[str, str]] = set()
     for ep in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP):
-        dist_name = ep.dist.name if ep.dist else "unknown"
-        version = ep.dist.version if ep.dist else None
+        dist_name, version = _label(ep.dist, labels)
         if (dist_name, ep.name) in seen:  # the same dist on sys.path twice
             continue
         seen.add((dist_name, ep.name))
         info = PluginInfo(name=ep.name, distribution=dist_name, version=version,
                           status="loaded")
-        canonical = canonical_name(dist_name)
-        if (allow is not None and canonical not in allow) or canonical in block:
+        # A plugin is named by its distribution or by its entry point, whichever
+        # the user read off a listing (`plugins` shows both).
+        names = {canonical_name(dist_name), canonical_name(ep.name)}
+        matched |= names & chosen
+        if (allow is not None and not names & allow) or names & block:
             info.status = "blocked"
             plugins._record(info)
             continue
@@ -207,6 +217,37 @@ def _load_entry_points(plugins: PluginSet, env: Mapping[str, str]) -> None:
             plugins.fail(info, _one_line(exc), traceback.format_exc())
             continue
         plugins.register(obj, info)
+    for variable, named in ((ENV_ALLOW, allow or set()), (ENV_BLOCK, block)):
+        for name in sorted(named - matched):
+            log.warning("%s names %r, which is no installed plugin (neither a distribution "
+                        "nor an entry point name); `hostcore plugins` lists them", variable,
+                        name)
+
+
+def _label(dist: Any, cache: dict[int, tuple[str, str | None]]) -> tuple[str, str | None]:
+    """A distribution's (name, version), read once from its metadata's header lines.
+
+    Read by hand, not through ``dist.name``/``dist.version``: those parse the
+    whole file with the ``email`` package on every access, the largest cost of
+    listing plugins (benchmarks/startup.py).
+    """
+    if dist is None:
+        return "unknown", None
+    found = cache.get(id(dist))
+    if found is None:
+        name: str | None = None
+        version: str | None = None
+        text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
+        for line in text.splitlines():
+            if not line:
+                break  # the headers end at the first blank line
+            key, _, value = line.partition(":")
+            if key == "Name":
+                name = value.strip()
+            elif key == "Version":
+                version = value.strip()
+        found = cache[id(dist)] = (name or "unknown", version)
+    return found
 
 
 def canonical_name(name: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -66,7 +66,7 @@ class PolicyInputConformance(_PluginSuite):
         require(part is None or isinstance(part, str),
                 f"policy input {policy_input.name!r}: fingerprint_part() returned "
                 f"{type(part).__name__}; it must return a str or None.")
-        return part
+        return cast(str | None, part)
 
     def _verdicts(self, policy_input: Any, directories: tuple[str, ...]) -> dict[Any, bool]:
         verdicts = {}

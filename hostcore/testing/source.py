@@ -136,7 +136,8 @@ class SourceConformance(_PluginSuite):
         report = host.tick()
         failed = [(s.name, s.error) for s in report.steps if not s.ok]
         require(not failed, f"tick steps failed: {failed}")
-        return sum(v.row_count for v in host.store.partitions().values()) - before
+        after = sum(v.row_count for v in host.store.partitions().values())
+        return int(after - before)
 
     def test_malformed_input_neither_raises_nor_blocks_later_input(
             self, source_host: Any, sources: list[Any], add_evidence: Any,

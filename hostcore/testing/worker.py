@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -56,7 +56,7 @@ class WorkerConformance(_PluginSuite):
                or v < 0}
         require(not bad, f"worker {worker.name!r}: counts must map names to non-negative "
                          f"integers (never names or paths); got {bad}")
-        return result
+        return cast(WorkerResult, result)
 
     def _drain(self, runs: Callable[[], tuple[Any, Any]], hint: str = "") -> int:
         """Run until no worker reports pending; return the runs taken."""

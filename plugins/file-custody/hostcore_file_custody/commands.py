@@ -38,8 +38,8 @@ def add_commands(cli: click.Group) -> None:
         Takes no lock. Keys of --json: registry, available, exists,
         counts.{heartbeats, stale_heartbeats, pending_pins, retained_pins,
         malformed_manifests, protected_folders, foreign_manifests,
-        oldest_foreign_age_seconds, released_evidence, unhandled, observations,
-        diagnostics, unreadable_audit_records}, folders.<folder>.{manifests, pins,
+        oldest_foreign_age_seconds, released_evidence, unhandled, unsupported,
+        observations, diagnostics, unreadable_audit_records}, folders.<folder>.{manifests, pins,
         retained, malformed, foreign, other_folder, released, protected},
         operations[].{folder, op, source_path, state, owner, age_seconds, pinned,
         protects, location, note}, last_sweep.{finished_at, counts}.

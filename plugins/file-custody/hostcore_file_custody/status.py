@@ -3,8 +3,9 @@
 Besides the counts, status lists every operation held in a private custody
 folder (what it protects, its owner's liveness as far as can be told without
 probing a lock, its age), which is what a person reads before releasing one
-with ``hostcore custody recover --release PATH``; and the last sweep's count of
-files it could not handle.
+with ``hostcore custody recover --release PATH``; and the last sweep's counts of
+files it could not handle (``unhandled``) and of files kept because their filesystem
+cannot put anything back without overwriting (``unsupported``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from hostcore_file_custody.sweep import STALE_AFTER_SECONDS, read_last_sweep
 
 COUNT_KEYS = ("heartbeats", "stale_heartbeats", "pending_pins", "retained_pins",
               "malformed_manifests", "protected_folders", "foreign_manifests",
-              "oldest_foreign_age_seconds", "released_evidence", "unhandled", "observations",
+              "oldest_foreign_age_seconds", "released_evidence", "unhandled", "unsupported",
+              "observations",
               "diagnostics", "unreadable_audit_records")
 
 
@@ -72,6 +74,7 @@ def custody_status(registry: HeartbeatRegistry, *, stale_after: float = STALE_AF
         last = read_last_sweep(registry)
         if last is not None:
             counts["unhandled"] = last.counts.get("unhandled", 0)
+            counts["unsupported"] = last.counts.get("unsupported", 0)
         records, unreadable = read_audit_records(registry) if include_audit else ([], 0)
         counts["unreadable_audit_records"] = unreadable
         for record in records:

@@ -148,6 +148,9 @@ class Host:
         # and how long a step waits for another process's (None: as long as it takes).
         self.activity = "hostcore"
         self.lock_wait: float | None = None
+        # Called with a short line while a long step makes progress (the CLI sets
+        # it when stderr is a terminal); counts only, never names or paths.
+        self.progress: Callable[[str], None] | None = None
         # The CLI hands over the set it loaded to find plugin commands, so one
         # process loads its plugins once.
         self.plugins: PluginSet = plugin_set or load_plugins(
@@ -160,7 +163,9 @@ class Host:
         self._closed = False
         self.registry.collect_events(self.catalog)
         self.registry.collect(self)
-        for sink in self.registry.get("telemetry_sink"):
+        # A read-only host reports; it does nothing worth counting, and a sink
+        # writing under the root would break the promise to create nothing.
+        for sink in () if read_only else self.registry.get("telemetry_sink"):
             self.telemetry.add_sink(sink)
         self._warn_unread_tables()
         counts = {s: 0 for s in ("loaded", "failed", "blocked", "builtin")}

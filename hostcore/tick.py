@@ -61,16 +61,22 @@ class TickReport(msgspec.Struct):
     def failed(self) -> list[StepReport]:
         return [step for step in self.steps if not step.ok]
 
+    def count(self, step: str, *keys: str) -> int:
+        """The sum of ``keys`` in the counts of the step called ``step`` (0 if absent)."""
+        return sum(s.counts.get(k, 0) for s in self.steps if s.name == step for k in keys)
+
     def summary(self) -> str:
-        """One line for a person: the outcome, then each step's non-zero counts."""
+        """One line for a person: the outcome and what changed (rows in and out,
+        questions asked of providers)."""
         ran = sum(not s.skipped for s in self.steps)
-        state = "ok" if self.ok else f"{len(self.failed)} failed"
-        changes = "; ".join(
-            f"{s.name} " + ", ".join(f"{k} {v:,}" for k, v in s.counts.items() if v)
-            for s in self.steps if any(s.counts.values()))
-        pending = ", work pending" if self.pending else ""
-        return (f"tick {state}: {ran} step(s) in {self.duration_ms} ms{pending}: "
-                f"{changes or 'nothing changed'}")
+        state = "ok" if self.ok else f"failed ({len(self.failed)} of {ran} steps)"
+        changes = {"rows in": self.count("ingest", "rows"),
+                   "rows out": self.count("export", "rows"),
+                   "questions": self.count("poll", "tracked_checks", "ledger_checks")}
+        said = ", ".join(f"{name} {n:,}" for name, n in changes.items() if n)
+        pending = "; work pending" if self.pending else ""
+        return (f"tick {state} in {self.duration_ms} ms: "
+                f"{said or 'nothing changed'}{pending}")
 
 
 def tick(host: Host, stop: threading.Event | None = None) -> TickReport:

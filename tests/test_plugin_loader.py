@@ -240,3 +240,30 @@ def test_registration_hook_that_raises_fails_only_its_plugin(tmp_path):
     assert host.plugins.infos["raises"].status == "failed"
     assert "KeyError" in host.plugins.infos["raises"].error
     assert good.worker in host.workers
+
+
+def test_allow_and_block_lists_take_entry_point_names_too(tmp_path, site):
+    host = build(tmp_path, {"HOSTCORE_LOAD_PLUGINS": "good,other",
+                            "HOSTCORE_DISABLE_PLUGINS": "OTHER"})
+    statuses = {n: host.plugins.infos[n].status for n in ("good", "broken", "other")}
+    assert statuses == {"good": "loaded", "broken": "blocked", "other": "blocked"}
+
+
+def test_a_listed_name_that_matches_no_plugin_is_named_in_a_warning(tmp_path, site, caplog):
+    caplog.set_level("WARNING", logger="hostcore.plugin.loader")
+    build(tmp_path, {"HOSTCORE_LOAD_PLUGINS": "good,claude-kode",
+                     "HOSTCORE_DISABLE_PLUGINS": "ghh"})
+    warned = [r.getMessage() for r in caplog.records]
+    assert any("HOSTCORE_LOAD_PLUGINS" in w and "'claude-kode'" in w for w in warned)
+    assert any("HOSTCORE_DISABLE_PLUGINS" in w and "'ghh'" in w for w in warned)
+    assert not any("'good'" in w for w in warned)
+
+
+def test_a_config_table_no_plugin_reads_is_named_in_a_warning(tmp_path, site, caplog):
+    caplog.set_level("WARNING", logger="hostcore.host")
+    config = {"plugins": {"gooood": {"x": 1}, "good": {"x": 1}, "fake-other": {},
+                          "export": {"destination": "outbox"}}}
+    Host(root=tmp_path / "root", load_entrypoints=True, env=ALL_FAKES, config=config)
+    warned = [r.getMessage() for r in caplog.records if "config table" in r.getMessage()]
+    assert warned == ["config table [plugins.gooood] is read by no installed plugin; its "
+                      "settings have no effect"]

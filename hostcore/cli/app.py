@@ -33,7 +33,7 @@ def build_cli(plugin_set: PluginSet) -> click.Group:
 
     @click.group(context_settings={"help_option_names": ["-h", "--help"]})
     @click.version_option(__version__, prog_name="hostcore", message="%(prog)s %(version)s")
-    @click.option("--root", type=click.Path(file_okay=False, path_type=Path),
+    @click.option("--root", type=click.Path(path_type=Path),
                   envvar="HOSTCORE_ROOT", show_envvar=True,
                   help="State root folder (default: the platform's user data dir).")
     @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),

@@ -9,6 +9,8 @@ read-only host and create nothing under the root.
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -82,7 +84,10 @@ def run_command(host: Host, once: bool, as_json: bool) -> None:
     host.activity = "hostcore run --once" if once else "hostcore run"
     settings = host.config.settings.run
     stop = stop_on_signals()
-    show = _tick_printer(as_json)
+    interactive = not as_json and sys.stderr.isatty()
+    show = _tick_printer(as_json, interactive)
+    if interactive:
+        host.progress = lambda line: click.echo(f"\r\033[K{line}", err=True, nl=False)
     if once:
         # A cron run gives up (exit 1, naming the holder) rather than queue forever.
         host.lock_wait = settings.lock_wait_seconds
@@ -103,12 +108,16 @@ def run_command(host: Host, once: bool, as_json: bool) -> None:
         raise SystemExit(1)
 
 
-def _tick_printer(as_json: bool) -> Any:
+def _tick_printer(as_json: bool, interactive: bool) -> Callable[[TickReport], None]:
+    """Print each tick: one JSON line, or one line of text (over the progress line)."""
+
     def show(report: TickReport) -> None:
         if as_json:
             emit_json_line({"ok": report.ok, "pending": report.pending, "steps": report.steps,
                             "duration_ms": report.duration_ms})
             return
+        if interactive:
+            click.echo("\r\033[K", err=True, nl=False)  # clear the progress line
         for step in report.failed:
             click.echo(f"hostcore: step {step.name!r} failed: {step.error}", err=True)
         click.echo(report.summary(), err=True)

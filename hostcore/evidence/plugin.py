@@ -109,6 +109,8 @@ class IngestWorker:
                     batch = convert(batch, SourceBatch, what=f"source {source.name!r} batch")
                 counts["rows"] += store.append(batch.rows, source=source.name,
                                                cursor=batch.cursor)
+                if host.progress is not None:
+                    host.progress(f"ingest: {counts['rows']:,} rows so far")
             except Exception as exc:
                 self._failed(host, counts, source.name, "bad_batch", exc)
                 continue

@@ -17,11 +17,13 @@ policy's verdicts.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from hostcore.errors import HostcoreError
+from hostcore.files import ensure_dir, open_state_file
 
 VERSION = 1
 # How long a writer waits for another process's transaction (milliseconds).
@@ -93,7 +95,11 @@ def connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
         db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
                              isolation_level=None, check_same_thread=False)
     else:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        ensure_dir(path.parent)
+        if not path.exists():
+            # Created here, owner-only: SQLite would create it with the umask's
+            # mode, and its -wal and -shm files copy the database file's mode.
+            os.close(open_state_file(path, os.O_RDWR | os.O_CREAT))
         db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         try:
             db.execute("PRAGMA journal_mode = WAL")

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sqlite3
 import threading
 import uuid
@@ -119,8 +118,6 @@ class Store:
         except BaseException:
             db.execute("ROLLBACK")
             raise
-        with contextlib.suppress(OSError):
-            os.chmod(self.path, 0o600)  # sqlite creates it with the umask's mode
         return str(instance)
 
     def close(self) -> None:

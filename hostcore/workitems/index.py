@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from hostcore.errors import RecordError
-from hostcore.files import ensure_dir
+from hostcore.files import ensure_dir, open_state_file
 from hostcore.workitems.records import (
     PortableRecord,
     absent_since_of,
@@ -219,10 +219,11 @@ class LedgerIndex:
         if self.path is None:
             return sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         ensure_dir(self.path.parent)
+        if not self.path.exists():
+            # Owner-only, whatever the umask; SQLite's journal copies this mode.
+            os.close(open_state_file(self.path, os.O_RDWR | os.O_CREAT))
         db = sqlite3.connect(self.path, isolation_level=None, timeout=30,
                              check_same_thread=False)
-        with contextlib.suppress(OSError):
-            os.chmod(self.path, 0o600)
         db.isolation_level = "DEFERRED"
         # Re-derivable: durability is the records' job, so no fsync per update.
         db.execute("PRAGMA synchronous = OFF")

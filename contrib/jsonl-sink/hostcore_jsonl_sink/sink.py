@@ -59,7 +59,9 @@ class JsonlSink:
     def __init__(self, folder: Path, *, max_bytes: int = MAX_BYTES, keep: int = KEEP) -> None:
         if max_bytes <= 0 or keep < 0:
             raise ValueError("max_bytes must be positive and keep non-negative")
-        self.folder = ensure_dir(Path(folder))
+        # Created at the first event, not here: building a host (for a read-only
+        # command, say) must create nothing under the root.
+        self.folder = Path(folder)
         self.path = self.folder / FILE_NAME
         self.max_bytes = max_bytes
         self.keep = keep
@@ -67,6 +69,8 @@ class JsonlSink:
 
     def receive(self, event: Event) -> None:
         line = encode_json(event) + b"\n"
+        if not self.written:
+            ensure_dir(self.folder)
         # Opened per event: another process may rotate the file between two
         # events, and a descriptor kept open would then append to the rotated file.
         fd = os.open(self.path, _OPEN_FLAGS, _FILE_MODE)

@@ -1,7 +1,9 @@
 """Every benchmark script still runs (its --quick size) and prints its ratio lines.
 
 This pins that the scripts work, not their figures: speed is judged by running
-them at full size (see each script's docstring), never by a timed test.
+them at full size (see each script's docstring), never by a timed test. A
+script reports a missed target in its output and exits 0; only a crash fails
+here, so a busy machine never turns this test red.
 """
 
 from __future__ import annotations

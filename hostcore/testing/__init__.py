@@ -31,6 +31,7 @@ from hostcore.testing.fixtures import (
     hostcore_cli,
     make_host,
     register_plugin,
+    require_tool,
 )
 from hostcore.testing.policy_input import PolicyInputConformance
 from hostcore.testing.provider import ProviderConformance
@@ -51,4 +52,5 @@ __all__ = [
     "hostcore_cli",
     "make_host",
     "register_plugin",
+    "require_tool",
 ]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
+import shutil
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,3 +115,25 @@ def hostcore_cli(tmp_path: Path, register_plugin: Any) -> Callable[..., CliResul
         return CliResult(code, out.getvalue(), err.getvalue())
 
     return run
+
+
+# Set by CI (``.ci/run``): tools that must be there, so a test that needs one
+# fails instead of skipping. Comma-separated names, or "all".
+ENV_REQUIRED_TOOLS = "HOSTCORE_REQUIRED_TOOLS"
+
+
+def require_tool(name: str, install: str, *, found: bool | None = None) -> None:
+    """Skip the current test, saying how to install ``name``, when the tool is missing.
+
+    ``found`` overrides the ``PATH`` lookup (for a tool found another way, such
+    as PostgreSQL's server binaries). Where ``$HOSTCORE_REQUIRED_TOOLS`` names
+    the tool (or is ``all``), a missing tool fails the test instead: CI installs
+    every tool, so a skip there would hide a test that never ran.
+    """
+    if found if found is not None else shutil.which(name) is not None:
+        return
+    message = f"{name} is not installed; install it to run this test ({install})"
+    required = {n.strip() for n in os.environ.get(ENV_REQUIRED_TOOLS, "").split(",")}
+    if name in required or "all" in required:
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)

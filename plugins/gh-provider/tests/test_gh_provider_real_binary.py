@@ -3,13 +3,12 @@ GitHub on 127.0.0.1: pagination, closure, 404 and rate limit."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 import tenacity
 from hostcore_gh.provider import GhConfig, GhProvider
 from hostcore_gh.runner import GhRunner
 
+from hostcore.testing import require_tool
 from hostcore.workitems.items import ProviderError, WorkItemRef
 
 PAGE = "/repos/o/r/issues?state=open&per_page=100&labels=agent&page="
@@ -17,7 +16,7 @@ PAGE = "/repos/o/r/issues?state=open&per_page=100&labels=agent&page="
 
 @pytest.fixture
 def provider(fake_github):
-    assert shutil.which("gh"), "the real gh binary must be installed (Debian package gh)"
+    require_tool("gh", "Debian: apt-get install gh; elsewhere see https://cli.github.com")
     runner = GhRunner(env=fake_github.env(), wait=tenacity.wait_none(), timeout=20)
     return GhProvider(GhConfig(repos=["o/r"], labels=["agent"]), runner)
 

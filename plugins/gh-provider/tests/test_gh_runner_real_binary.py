@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 import tenacity
 from hostcore_gh.runner import GhRunner
 
+from hostcore.testing import require_tool
+
 
 @pytest.fixture
 def real_gh(fake_github):
-    assert shutil.which("gh"), "the real gh binary must be installed (Debian package gh)"
+    require_tool("gh", "Debian: apt-get install gh; elsewhere see https://cli.github.com")
     return GhRunner(env=fake_github.env(), wait=tenacity.wait_none(), timeout=20)
 
 

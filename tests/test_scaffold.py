@@ -15,10 +15,9 @@ import pytest
 from hostcore.scaffold.create import KINDS, create_plugin
 
 # One plugin per kind; the provider is the issue's own example, `demo`.
-PLUGINS = {"provider": "demo", "source": "demo-source", "policy": "demo-policy",
-           "sink": "demo-sink", "worker": "demo-worker"}
-REGISTERS = {"provider": "provider", "source": "source", "policy": "policy_input",
-             "sink": "telemetry_sink", "worker": "worker"}
+PLUGINS = {"provider": "demo", "source": "demo-source", "policy_input": "demo-policy",
+           "telemetry_sink": "demo-sink", "worker": "demo-worker",
+           "destination": "demo-destination"}
 LINT = ["--select", "E,F,W,I,B,UP,SIM,RUF", "--ignore", "RUF012,B008", "--line-length", "100",
         "--target-version", "py311"]
 
@@ -67,8 +66,8 @@ def test_a_new_plugin_of_every_kind_installs_passes_its_tests_and_is_listed(tmp_
     for kind, name in PLUGINS.items():
         info = infos[name]
         assert (info["status"], info["distribution"]) == ("loaded", f"hostcore-{name}")
-        assert [(r["kind"], r["name"]) for r in info["registrations"]] == [
-            (REGISTERS[kind], name)]
+        # One spelling per kind: --kind, the registration kind and `plugins --json` agree.
+        assert [(r["kind"], r["name"]) for r in info["registrations"]] == [(kind, name)]
 
     once = subprocess.run([python, "-m", "hostcore", "--root", tmp_path / "root", "run",
                            "--once"], env=env, capture_output=True, text=True, timeout=120)
@@ -118,7 +117,7 @@ def test_an_occupied_folder_is_refused_and_left_untouched(hostcore_cli, tmp_path
 def test_an_empty_folder_is_filled(tmp_path):
     target = tmp_path / "empty"
     target.mkdir()
-    create_plugin("demo", "sink", target)
+    create_plugin("demo", "telemetry_sink", target)
     assert (target / "hostcore_demo" / "plugin.py").exists()
 
 
@@ -137,3 +136,25 @@ def test_an_unknown_kind_is_refused_by_the_command_line(hostcore_cli, tmp_path):
     assert result.exit_code == 2
     assert "'exporter' is not one of" in result.stderr
     assert not (tmp_path / "pkg").exists()
+
+
+def test_the_next_steps_install_the_test_extra_the_tests_need(hostcore_cli, tmp_path):
+    result = hostcore_cli("new-plugin", "demo", "--dir", str(tmp_path / "pkg"))
+    assert result.exit_code == 0, result.stderr
+    assert f"pip install -e '{tmp_path / 'pkg'}[test]'" in result.stdout
+    assert "[project.optional-dependencies]\ntest = " in (tmp_path / "pkg" /
+                                                          "pyproject.toml").read_text()
+
+
+def test_every_registration_kind_has_a_scaffold_spelt_the_same(hostcore_cli, tmp_path):
+    from hostcore.plugin.registration import KINDS as REGISTRATION_KINDS
+
+    assert set(KINDS) == set(REGISTRATION_KINDS)
+
+
+def test_the_spellings_of_0_1_still_work_with_a_note(hostcore_cli, tmp_path):
+    result = hostcore_cli("new-plugin", "demo", "--kind", "sink", "--dir",
+                          str(tmp_path / "pkg"), "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["kind"] == "telemetry_sink"
+    assert "--kind sink is now spelt telemetry_sink" in result.stderr

@@ -18,7 +18,9 @@
 * the errors a plugin raises or meets: :class:`ProviderError`,
   :class:`Conflict`, :class:`ConfigError`, :class:`RecordError`,
   :class:`HostcoreError`;
-* state-file helpers: :func:`atomic_write`, :func:`ensure_dir`, :func:`file_lock`.
+* for destinations: :func:`check_continuity` and :class:`DestinationChanged`;
+* state-file helpers: :func:`atomic_write`, :func:`ensure_dir`, :func:`file_lock`,
+  and :func:`decode_json` / :func:`encode_json` (errors name the input).
 
 CLI helpers for ``hostcore_commands`` are in :mod:`hostcore.plugin.cli`; the
 test fixtures and conformance suites in :mod:`hostcore.testing`. Importing this
@@ -41,7 +43,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from hostcore.errors import ConfigError, HostcoreError, RecordError
     from hostcore.evidence.rows import EvidenceRow, PartitionVersion, SourceBatch
-    from hostcore.export.batch import ExportBatch, ExportRow, apply_governance
+    from hostcore.export.batch import (
+        DestinationChanged,
+        ExportBatch,
+        ExportRow,
+        apply_governance,
+        check_continuity,
+    )
     from hostcore.export.ref import DEFAULT_STREAM, Conflict, Ref
     from hostcore.files import atomic_write, ensure_dir, file_lock
     from hostcore.host import Host
@@ -55,6 +63,7 @@ if TYPE_CHECKING:
         Worker,
         WorkerResult,
     )
+    from hostcore.records import decode_json, encode_json
     from hostcore.telemetry import Event, EventSpec
     from hostcore.workitems.items import (
         Closure,
@@ -75,7 +84,9 @@ _HOMES: dict[str, str] = {
                     "hostcore.evidence.rows"),
     **dict.fromkeys(("WorkItemRef", "WorkItem", "ScopeListing", "Listing", "Closure",
                      "WorkItemEvent", "ProviderError"), "hostcore.workitems.items"),
-    **dict.fromkeys(("ExportBatch", "ExportRow", "apply_governance"), "hostcore.export.batch"),
+    **dict.fromkeys(("ExportBatch", "ExportRow", "apply_governance", "check_continuity",
+                     "DestinationChanged"), "hostcore.export.batch"),
+    **dict.fromkeys(("decode_json", "encode_json"), "hostcore.records"),
     **dict.fromkeys(("Ref", "Conflict", "DEFAULT_STREAM"), "hostcore.export.ref"),
     **dict.fromkeys(("Event", "EventSpec"), "hostcore.telemetry"),
     **dict.fromkeys(("ConfigError", "RecordError", "HostcoreError"), "hostcore.errors"),
@@ -88,6 +99,7 @@ __all__ = [
     "ConfigError",
     "Conflict",
     "Destination",
+    "DestinationChanged",
     "Event",
     "EventSpec",
     "EvidenceRow",
@@ -113,6 +125,9 @@ __all__ = [
     "WorkerResult",
     "apply_governance",
     "atomic_write",
+    "check_continuity",
+    "decode_json",
+    "encode_json",
     "ensure_dir",
     "file_lock",
     "hookimpl",

@@ -11,24 +11,43 @@ from pathlib import Path
 import click
 
 from hostcore.plugin.cli import emit_json, json_option
-from hostcore.scaffold.create import KINDS, ScaffoldError, check_name, create_plugin
+from hostcore.scaffold.create import (
+    KINDS,
+    LEGACY_KINDS,
+    ScaffoldError,
+    check_name,
+    create_plugin,
+)
+
+
+def _kind(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """A kind as spelt by the hooks and `plugins --json`; 0.1's spellings still work."""
+    if value in LEGACY_KINDS:
+        click.echo(f"hostcore: --kind {value} is now spelt {LEGACY_KINDS[value]}", err=True)
+        return LEGACY_KINDS[value]
+    if value not in KINDS:
+        raise click.BadParameter(f"{value!r} is not one of {', '.join(KINDS)}")
+    return value
 
 
 @click.command("new-plugin")
 @click.argument("name")
-@click.option("--kind", type=click.Choice(list(KINDS)), default="worker", show_default=True,
-              help="What the plugin registers: an evidence source, a work-item provider, "
-                   "a withholding-policy input, a telemetry sink or a worker.")
+@click.option("--kind", default="worker", show_default=True, callback=_kind,
+              metavar="[" + "|".join(KINDS) + "]",
+              help="What the plugin registers: an evidence source, a work-item provider, a "
+                   "withholding-policy input, a telemetry sink, an export destination or a "
+                   "worker (spelt as in `hostcore plugins --json`).")
 @click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path),
               help="Folder to write the package into (default: ./hostcore-NAME). It must "
                    "not exist or be empty.")
 @json_option
 def new_plugin(name: str, kind: str, directory: Path | None, as_json: bool) -> None:
-    """Write a new plugin package NAME, ready for `pip install -e`.
+    """Write a new plugin package NAME, ready for `pip install -e 'DIR[test]'`.
 
     The package has a pyproject.toml with the `hostcore` entry point, a small
     working plugin of the chosen kind, a README, and tests that run hostcore's
-    conformance suite for that kind. It passes them as soon as it is installed.
+    conformance suite for that kind. It passes them as soon as it is installed
+    with its test extra.
 
     Keys of --json: path, name, kind, distribution, package, files.
     """
@@ -46,6 +65,6 @@ def new_plugin(name: str, kind: str, directory: Path | None, as_json: bool) -> N
     for file in files:
         click.echo(f"  {file}")
     click.echo("\nNext:\n"
-               f"  pip install -e {target}\n"
+               f"  pip install -e '{target}[test]'\n"
                f"  python -m pytest {target}\n"
                "  hostcore plugins")

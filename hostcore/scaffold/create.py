@@ -60,19 +60,29 @@ KINDS: dict[str, KindTemplate] = {
         config="```toml\n[plugins.$name]\npath = \"/home/me/tasks.json\"  "
                "# default: <root>/plugins/$name/tasks.json\n```",
     ),
-    "policy": KindTemplate(
+    "policy_input": KindTemplate(
         summary="A hostcore withholding-policy input keeping listed directories private.",
         suite="PolicyInputConformance",
         details="Evidence recorded in a listed directory, or below it, never leaves "
                 "hostcore's store through the export seam.",
         config="```toml\n[plugins.$name]\nwithhold = [\"/home/me/clients/acme\"]\n```",
     ),
-    "sink": KindTemplate(
+    "telemetry_sink": KindTemplate(
         summary="A hostcore telemetry sink counting events by name.",
         suite="TelemetrySinkConformance",
         details="`hostcore status` shows the running totals; closing the host writes them "
                 "to `<root>/plugins/$name/counts.json`.",
         config="None: the sink has no settings.",
+    ),
+    "destination": KindTemplate(
+        summary="A hostcore export destination writing JSON Lines files into a folder.",
+        suite="DestinationConformance",
+        details="hostcore's export pushes the rows its withholding policy permits; each "
+                "origin's rows land in `<folder>/<stream>/<origin>.jsonl`, its governance in "
+                "`<origin>.json`, and a rerun after any interruption neither loses nor "
+                "duplicates a row.",
+        config="```toml\n[plugins.$name]\nfolder = \"/srv/exports\"  "
+               "# default: <root>/plugins/$name/out\n```",
     ),
     "worker": KindTemplate(
         summary="A hostcore worker draining an inbox folder a slice per tick.",
@@ -111,6 +121,10 @@ def check_name(name: str) -> Names:
             f"single hyphens, starting with a letter, at most {MAX_NAME_LENGTH} characters "
             "(e.g. 'task-folder')")
     return Names(name)
+
+
+# The spellings of 0.1, still accepted by `new-plugin --kind` (with a warning).
+LEGACY_KINDS = {"policy": "policy_input", "sink": "telemetry_sink"}
 
 
 def create_plugin(name: str, kind: str, directory: Path | None = None) -> tuple[Path, list[Path]]:

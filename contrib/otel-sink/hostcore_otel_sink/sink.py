@@ -71,7 +71,7 @@ class _CountingMetricExporter(OTLPMetricExporter):
         super().__init__(**kwargs)
         self._counts = counts
 
-    def export(self, metrics_data: Any, timeout_millis: float = 10_000,
+    def export(self, metrics_data: Any, timeout_millis: float | None = 10_000,
                **kwargs: Any) -> MetricExportResult:
         result = super().export(metrics_data, timeout_millis, **kwargs)
         if result is MetricExportResult.SUCCESS:

@@ -19,12 +19,12 @@ provider never guesses:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import msgspec
 
 from hostcore import hookimpl
-from hostcore.workitems.items import (
+from hostcore.plugin import (
     Closure,
     Listing,
     ProviderError,
@@ -33,6 +33,9 @@ from hostcore.workitems.items import (
     WorkItemRef,
 )
 from task_folder_provider.tasks import SUFFIX, TaskFileError, read_folder, read_task, valid_id
+
+if TYPE_CHECKING:
+    from hostcore import Host
 
 PLUGIN_NAME = "task-folder"
 REF_PREFIX = "task:"
@@ -119,7 +122,7 @@ class TaskFolderProvider:
 
 
 @hookimpl
-def hostcore_providers(host):
+def hostcore_providers(host: Host) -> TaskFolderProvider:
     config = host.plugin_config(PLUGIN_NAME, TaskFolderConfig)
     # Relative folders are taken from the state root, like other hostcore paths.
     folders = {scope: host.root / Path(folder).expanduser()

@@ -154,26 +154,24 @@ def _scan(folder: Path, suffix: str, report: SweepReport,
         report.unhandled += 1
         return
     with entries:
-        while True:
-            try:
-                entry = next(entries)
-            except StopIteration:
-                return
-            except OSError:
-                report.unhandled += 1
-                return
-            name = entry.name
-            if name.startswith(".") or not name.endswith(suffix):
-                continue
-            stem = name[: -len(suffix)]
-            if wanted is not None and not wanted(stem):
-                continue
-            try:
-                yield stem, entry.stat(follow_symlinks=False)
-            except FileNotFoundError:
-                continue
-            except OSError:
-                report.unhandled += 1
+        try:
+            for entry in entries:
+                name = entry.name
+                if name.startswith(".") or not name.endswith(suffix):
+                    continue
+                stem = name[: -len(suffix)]
+                if wanted is not None and not wanted(stem):
+                    continue
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                except OSError:
+                    report.unhandled += 1
+                    continue
+                yield stem, st
+        except OSError:
+            report.unhandled += 1  # the listing itself failed part-way: skip the rest
 
 
 def _pid_exists(pid: int) -> bool:

@@ -4,7 +4,9 @@ A key is ``owner/repo`` in lower case: GitHub compares both without case, so
 ``git@github.com:Org/Tool.git`` and ``https://github.com/org/tool`` are one
 repository. Accepted forms, each with or without a trailing ``.git`` or ``/``:
 
-* ``https://github.com/owner/repo`` (also ``http``, ``git``, with user info or a port)
+* ``https://github.com/owner/repo`` (also ``http``, ``git``, with user info or a
+  port; a query string or a fragment, which name no part of the repository, is
+  left out)
 * ``ssh://git@github.com/owner/repo`` (also ``ssh://…:22/…``, ``git+ssh://``)
 * ``git@github.com:owner/repo`` (the scp-like form; the user part is optional)
 
@@ -25,10 +27,15 @@ _URL_SCHEMES = frozenset({"https", "http", "ssh", "git", "git+ssh", "ssh+git"})
 _SCP = re.compile(r"^(?:[^@/:]+@)?(?P<host>[^/:@]+):(?P<path>.+)$")
 # The forms nearly every remote takes, matched without urlsplit (a pass meets
 # thousands of distinct remotes); anything else goes through the full parser.
+# Only text both parsers read alike may match here: plain ASCII user info, a
+# port of at most four digits (always in range), path segments made of the
+# characters a key may hold. A query, a fragment, a longer port, a tab urlsplit
+# would drop: all of it goes to the full parser, so the two never disagree.
 _COMMON = re.compile(
-    r"^(?:(?:https?|ssh|git)://(?:[^@/]+@)?(?:www\.|ssh\.)?github\.com(?::\d+)?/"
+    r"^(?:(?:https?|ssh|git)://(?:[A-Za-z0-9._~%!$&'()*+,;=:-]+@)?(?:www\.|ssh\.)?"
+    r"github\.com(?::[0-9]{1,4})?/"
     r"|(?:git@)?github\.com:/?)"
-    r"(?P<path>[^/:@]+/[^/:@]+?)/?$", re.IGNORECASE)
+    r"(?P<path>[A-Za-z0-9._-]+/[A-Za-z0-9._-]+?)/?$", re.IGNORECASE)
 _OWNER = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,38})$")
 _REPO = re.compile(r"^[a-z0-9._-]{1,100}$")
 

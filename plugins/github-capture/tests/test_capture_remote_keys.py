@@ -9,7 +9,7 @@ from hostcore_github_capture.remotes import (
     parse_repo_argument,
     repo_key,
 )
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 
@@ -32,6 +32,10 @@ from hypothesis import strategies as st
     "git@GITHUB.COM:/octo/tool.git",
     "github.com:octo/tool",
     "  git@github.com:octo/tool.git\n",
+    "https://github.com/octo/tool?tab=readme",
+    "https://github.com/octo/tool#main",
+    "https://github.com/octo/tool.git?ref=main#readme",
+    "https://github.com:8443/octo/tool//",
 ])
 def test_every_github_remote_form_gives_the_same_key(remote):
     assert repo_key(remote) == "octo/tool"
@@ -98,19 +102,47 @@ def test_keys_are_case_insensitive_and_form_independent(owner, repo, form):
     assert repo_key(form.format(owner.upper(), repo.swapcase())) == expected
 
 
-remote_like = st.builds(
-    "{}{}{}{}{}".format,
-    st.sampled_from(["https://", "http://", "ssh://", "git://", "git+ssh://", "ftp://", "", "git@",
-                     "user:pw@", "HTTPS://"]),
-    st.sampled_from(["github.com", "GitHub.com", "www.github.com", "ssh.github.com",
-                     "gitlab.com", "github.com.evil", ""]),
-    st.sampled_from([":", "/", ":22/", ":/", "::", "//"]),
-    st.from_regex(r"[A-Za-z0-9._@:-]{0,12}(/[A-Za-z0-9._@:-]{0,12}){0,3}", fullmatch=True),
-    st.sampled_from(["", ".git", "/", ".git/", " "]),
-)
+# What a remote can carry around its owner/repo: every part the URL grammar allows,
+# valid and not, so the fast path meets queries, fragments, ports (in range, out of
+# range, empty, not digits), user info (plain, escaped, with "@", "?" or brackets)
+# and runs of trailing slashes.
+schemes = st.sampled_from(["https://", "http://", "ssh://", "git://", "git+ssh://", "ssh+git://",
+                           "ftp://", "file://", "HTTPS://", ""])
+userinfo = st.sampled_from(["", "git@", "user:pw@", "u%40x@", "a@b@", "us?er@", "us#er@",
+                            "[::1]@", ":@", "@", "t\u00e9@"])
+hosts = st.sampled_from(["github.com", "GitHub.com", "www.github.com", "ssh.github.com",
+                         "gitlab.com", "github.com.evil", "github.com.", "[::1]", ""])
+ports = st.sampled_from(["", ":", ":22", ":443", ":0", ":65535", ":65536", ":99999",
+                         ":1234567", ":-1", ":x", ":\u0663", ":00022"])
+separators = st.sampled_from(["/", ":", ":/", "//", "::"])
+segment = st.one_of(owners, repos, st.from_regex(r"[A-Za-z0-9._@:?#%\t -]{0,12}", fullmatch=True))
+paths = st.lists(segment, min_size=0, max_size=4).map("/".join)
+endings = st.builds("{}{}{}{}".format,
+                    st.sampled_from(["", ".git", ".GIT"]),
+                    st.sampled_from(["", "/", "//", "///"]),
+                    st.sampled_from(["", "?", "?tab=readme", "?a=b&c=/d", "?x=@:"]),
+                    st.sampled_from(["", "#", "#main", "#L10-L20", "#a/b"]))
+remote_like = st.builds("{}{}{}{}{}{}{}".format, schemes, userinfo, hosts, ports, separators,
+                        paths, endings)
+# Mostly GitHub URLs with a plausible owner/repo, so the odd parts meet a path the
+# fast path would otherwise accept.
+near_github = st.builds("{}{}{}{}/{}/{}{}".format,
+                        st.sampled_from(["https://", "ssh://", "git://", "http://"]), userinfo,
+                        st.sampled_from(["github.com", "www.github.com", "ssh.github.com"]),
+                        ports, owners, repos, endings)
 
 
-@given(st.one_of(remote_like, st.text(max_size=40)))
+@settings(max_examples=400)
+@given(st.one_of(near_github, remote_like, st.text(max_size=40)))
 def test_the_fast_path_agrees_with_the_full_parser(text):
     expected = parse_remote(text.strip()) if text.strip() else None
     assert repo_key(text) == expected
+
+
+@given(owners, repos, st.sampled_from(["", "/", "//", ".git", ".git/"]),
+       st.sampled_from(["", "?tab=readme", "?a=1&b=2"]), st.sampled_from(["", "#main", "#"]),
+       st.sampled_from(["", "user@", "user:token@"]), st.sampled_from(["", ":443", ":8443"]))
+def test_a_web_url_names_its_repository_whatever_follows_the_path(
+        owner, repo, slashes, query, fragment, user, port):
+    text = f"https://{user}github.com{port}/{owner}/{repo}{slashes}{query}{fragment}"
+    assert repo_key(text) == parse_remote(text) == f"{owner}/{repo}".lower()

@@ -1,22 +1,24 @@
 """Benchmark: what hostcore costs at startup, and what its hook dispatch costs.
 
-Measured in one run, each against a raw baseline measured in the same run:
+Coding agents call hostcore as a process on every session event, so each of these
+milliseconds is paid many times a day. Measured in one run, each against a raw
+baseline measured in the same run (``python -c pass``):
 
-* ``import hostcore`` in a fresh interpreter, against ``python -c pass``, and
-  the import's own time measured inside that interpreter (target: adds under
-  30 ms);
-* ``Host(...)`` construction in a fresh interpreter with every installed plugin
-  (the first-party plugins and contrib sinks that are installed), against
-  ``python -c pass`` (reported, no target);
+* ``import hostcore`` in a fresh interpreter, and the import's own time measured
+  inside that interpreter (target: adds under 30 ms);
+* ``hostcore plugins --json``, ``hostcore status --json`` and ``hostcore run
+  --once`` on an empty root with every installed plugin (target: each ≤ 10x);
+* building a ``Host`` with every installed plugin, timed inside the interpreter
+  that builds it (target: ≤ 60 ms);
 * ``hostcore --version`` as a process (the console script beside this
-  interpreter), against ``python -c pass`` (target: under 3x);
+  interpreter; target: ≤ 2.5x);
 * calling a hook through ``host.hook`` against the same call through a bare
   ``pluggy.PluginManager`` with the same number of implementations
   (target: within 1.5x).
 
 Process times are medians of ``--runs`` launches, taken in turns; peak memory is the largest
 child RSS (``resource``) and the Python peak of an in-process Host build
-(``tracemalloc``). Exits 1 when a target is missed.
+(``tracemalloc``). A missed target is printed, never an exit status.
 
 Usage: ``python benchmarks/startup.py [--runs N] [--quick]``
 """
@@ -36,7 +38,9 @@ import tracemalloc
 from pathlib import Path
 
 IMPORT_BUDGET_MS = 30.0
-VERSION_RATIO_BUDGET = 3.0
+VERSION_RATIO_BUDGET = 2.5
+COMMAND_RATIO_BUDGET = 10.0
+BUILD_BUDGET_MS = 60.0
 DISPATCH_RATIO_BUDGET = 1.5
 HOOK_IMPLEMENTATIONS = 3
 
@@ -52,7 +56,8 @@ def process_ms(commands: dict[str, list[str]], runs: int, env: dict[str, str]
     for _ in range(runs):
         for name, argv in commands.items():
             start = time.perf_counter()
-            subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env)
+            subprocess.run(argv, check=True, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, env=env)
             times[name].append((time.perf_counter() - start) * 1000)
     return {name: statistics.median(values) for name, values in times.items()}
 
@@ -68,11 +73,24 @@ def import_ms(runs: int, env: dict[str, str]) -> float:
     )
 
 
-def version_command() -> list[str]:
+def build_ms(runs: int, root: str, env: dict[str, str]) -> float:
+    """Median time of ``Host(...)`` with every installed plugin, inside a fresh
+    interpreter that has already imported hostcore's CLI (as a command has)."""
+    code = ("import time, hostcore.cli.app; from hostcore import Host; "
+            f"t = time.perf_counter(); h = Host(root={root!r}); "
+            "print((time.perf_counter() - t) * 1000); h.close()")
+    return statistics.median(
+        float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                             text=True, env=env).stdout.splitlines()[-1])
+        for _ in range(runs)
+    )
+
+
+def hostcore_command(*args: str) -> list[str]:
     script = Path(sys.executable).with_name("hostcore")
     if script.exists():
-        return [str(script), "--version"]
-    return [sys.executable, "-m", "hostcore", "--version"]
+        return [str(script), *args]
+    return [sys.executable, "-m", "hostcore", *args]
 
 
 def dispatch_ratio(calls: int) -> tuple[float, float]:
@@ -152,21 +170,23 @@ def main() -> int:
     calls = 20_000 if args.quick else 200_000
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOSTCORE_")}
 
-    with tempfile.TemporaryDirectory() as root:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = str(Path(tmp) / "root")  # created 0700 by the first command that writes
         py = sys.executable
         commands = {
             "pass": [py, "-c", "pass"],
             "import": [py, "-c", "import hostcore"],
-            "build": [py, "-c",
-                      f"import hostcore; hostcore.Host(root={root!r}, env={{}}).close()"],
-            "version": version_command(),
+            "version": hostcore_command("--version"),
+            "plugins --json": hostcore_command("--root", root, "plugins", "--json"),
+            "status --json": hostcore_command("--root", root, "status", "--json"),
+            "run --once": hostcore_command("--root", root, "run", "--once"),
         }
         process_ms(commands, 1, env)  # warm the OS file cache
         timed = process_ms(commands, runs, env)
         import_itself = import_ms(runs, env)
+        build = build_ms(runs, root, env)
     child_rss_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    baseline, imported, build, version = (timed[k] for k in ("pass", "import", "build",
-                                                              "version"))
+    baseline, imported, version = (timed[k] for k in ("pass", "import", "version"))
 
     host_call, raw_call = dispatch_ratio(calls)
     peak_kib, statuses = host_build_memory()
@@ -176,14 +196,19 @@ def main() -> int:
     dispatch = host_call / raw_call
     results = [
         ("import hostcore adds (ms)", import_added, IMPORT_BUDGET_MS, "<"),
-        ("hostcore --version / python -c pass", version_ratio, VERSION_RATIO_BUDGET, "<"),
+        ("hostcore --version / python -c pass", version_ratio, VERSION_RATIO_BUDGET, "<="),
+        *((f"hostcore {name} / python -c pass", timed[name] / baseline, COMMAND_RATIO_BUDGET,
+           "<=") for name in ("plugins --json", "status --json", "run --once")),
+        ("Host(...) with every plugin (ms)", build, BUILD_BUDGET_MS, "<="),
         ("host.hook dispatch / bare pluggy", dispatch, DISPATCH_RATIO_BUDGET, "<="),
     ]
 
     print(f"python -c pass               {baseline:8.1f} ms  (median of {runs})")
     print(f"python -c 'import hostcore'  {imported:8.1f} ms  ratio {imported / baseline:5.2f}"
           f"  (the import itself: {import_itself:.1f} ms)")
-    print(f"Host(...) with all plugins   {build:8.1f} ms  ratio {build / baseline:5.2f}")
+    for name in ("plugins --json", "status --json", "run --once"):
+        print(f"hostcore {name:20} {timed[name]:8.1f} ms  ratio {timed[name] / baseline:5.2f}")
+    print(f"Host(...) with all plugins   {build:8.1f} ms  (in-process)")
     print(f"hostcore --version           {version:8.1f} ms  ratio {version_ratio:5.2f}")
     print(f"  plugins in that Host: {statuses.pop('names')} {statuses}")
     print(f"hook call via host.hook      {host_call * 1e6:8.2f} us "
@@ -196,7 +221,8 @@ def main() -> int:
         ok = value < budget if op == "<" else value <= budget
         missed += not ok
         print(f"{'PASS' if ok else 'MISS'}  {label}: {value:.2f} (target {op} {budget})")
-    return 1 if missed else 0
+    print("targets met" if not missed else f"{missed} target(s) missed")
+    return 0  # a missed target is reported above; only a crash exits non-zero
 
 
 if __name__ == "__main__":

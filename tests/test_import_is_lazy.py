@@ -44,3 +44,32 @@ def test_version_flag_loads_no_plugin_machinery():
     assert version_line.startswith("hostcore ")
     loaded = set(json.loads(modules_line))
     assert {m for m in loaded if m.split(".")[0] in HEAVY} == set()
+
+
+# What building a Host, with every installed plugin, must not do: each of these is a
+# cost every hook call from a coding agent would pay (benchmarks/startup.py).
+NOT_AT_BUILD = ("asyncio", "ssl", "tenacity", "http", "urllib3", "requests")
+
+
+def test_building_a_host_with_every_plugin_spawns_nothing_and_imports_nothing_heavy(
+        tmp_path):
+    script = (
+        "import json, sys\n"
+        "spawned = []\n"
+        "def audit(event, args):\n"
+        "    if event in ('subprocess.Popen', 'os.posix_spawn', 'os.exec', 'os.fork',\n"
+        "                 'os.system', 'socket.connect'):\n"
+        "        spawned.append(event)\n"
+        "sys.addaudithook(audit)\n"
+        "from hostcore import Host\n"
+        f"host = Host(root={str(tmp_path / 'root')!r}, env={{}})\n"
+        "loaded = sorted(i.name for i in host.plugins.infos.values() if i.status == 'loaded')\n"
+        "host.plugin_infos()\n"
+        "print(json.dumps([spawned, sorted(sys.modules), loaded]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
+                         text=True)
+    spawned, modules, loaded = json.loads(out.stdout.splitlines()[-1])
+    assert len(loaded) >= 8, loaded  # every first-party and contrib plugin is installed
+    assert spawned == []
+    assert sorted(m for m in modules if m.split(".")[0] in NOT_AT_BUILD) == []

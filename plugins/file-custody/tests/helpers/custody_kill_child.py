@@ -31,9 +31,8 @@ def pause(step: str, seconds: float = 600.0) -> None:
 
 
 def delete(path: str, step: str, answer: str, lock: str | None = None) -> None:
-    if lock is not None:
-        held = lock_exclusive(Path(lock))  # held until this process dies
-        assert not held.closed
+    # Held until this process dies: the name keeps the lock referenced.
+    held = lock_exclusive(Path(lock)) if lock is not None else None
     revision = capture_file_revision(path)
     assert revision is not None
 
@@ -48,6 +47,7 @@ def delete(path: str, step: str, answer: str, lock: str | None = None) -> None:
 
     result = delete_file_if_unchanged(path, revision, validate, on_step=on_step, owner_lock=lock)
     print(f"done {result.outcome}", flush=True)
+    del held
 
 
 def sweep(root: str, point: str, seconds: str = "600") -> None:

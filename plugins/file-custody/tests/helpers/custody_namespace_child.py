@@ -19,7 +19,6 @@ from pathlib import Path
 
 import msgspec
 from hostcore_file_custody import recover_interrupted_file_deletions
-from hostcore_file_custody.owner import proc_shows_our_namespace
 from hostcore_file_custody.private import DeletionManifest
 
 KILL_CHILD = Path(__file__).with_name("custody_kill_child.py")
@@ -51,7 +50,9 @@ def _outcomes(folder: Path) -> list[str]:
 
 
 def main(folder: Path) -> dict[str, object]:
-    seen: dict[str, object] = {"pid": os.getpid(), "proc_is_ours": proc_shows_our_namespace()}
+    # /proc numbers this process as /proc's own namespace sees it.
+    proc_is_ours = os.readlink("/proc/self") == str(os.getpid())
+    seen: dict[str, object] = {"pid": os.getpid(), "proc_is_ours": proc_is_ours}
     plain = folder / "plain" / "alpha.json"
     plain.parent.mkdir(parents=True)
     plain.write_bytes(b"live heartbeat")

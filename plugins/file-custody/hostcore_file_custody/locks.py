@@ -208,11 +208,14 @@ def lock_exclusive(path: Path, *, role: Role = "writer", wait_seconds: float = 0
     cannot be trusted. Closing the returned :class:`LockFile` releases the lock.
     """
     sweep_wait = wait_seconds if sweep_wait_seconds is None else sweep_wait_seconds
-    if wait_seconds <= 0 and sweep_wait <= 0:
-        try:
-            return _attempt(path, role)  # the usual case: one attempt, no retry machinery
-        except _LockFileMoved:
-            pass
+    try:
+        return _attempt(path, role)  # the usual case: one attempt, no retry machinery
+    except _LockFileMoved:
+        pass
+    except CustodyRefused as refused:
+        limit = sweep_wait if refused.holder == "sweep" else wait_seconds
+        if refused.reason != "held" or limit <= 0:
+            raise
 
     def stop(state: tenacity.RetryCallState) -> bool:
         failure = state.outcome.exception() if state.outcome else None

@@ -123,8 +123,7 @@ def _release(paths: tuple[str, ...], as_json: bool) -> None:
     from hostcore_file_custody.release import release_custody
 
     results = [result for path in paths for result in release_custody(path)]
-    refused = any(r.outcome.startswith("refused") or r.outcome in ("not-found", "kept-error")
-                  for r in results)
+    refused = any(r.outcome not in ("released", "released-restored") for r in results)
     if as_json:
         import msgspec
 
@@ -134,4 +133,8 @@ def _release(paths: tuple[str, ...], as_json: bool) -> None:
                       r.evidence_location or "-", r.reason) for r in results),
                     ("OPERATION", "SOURCE", "OUTCOME", "EVIDENCE", "REASON"))
     if refused:
+        # One line on stderr naming what failed, and exit status 1 (docs/cli.md).
+        failed = [r for r in results if r.outcome not in ("released", "released-restored")]
+        click.echo(f"hostcore: custody release: {len(failed)} of {len(results)} not released "
+                   f"({', '.join(sorted({r.outcome for r in failed}))})", err=True)
         raise SystemExit(1)

@@ -25,7 +25,8 @@ One bad file never stops a sweep: a file the system refuses to read or move
 (mode 000, no space, an I/O error) is skipped and counted as ``unhandled``, and
 the sweep goes on with the next. Generation records of ended sessions older than
 the retention (and whose heartbeat is gone) are pruned under their instance's
-custody. The counts of the last sweep are kept in ``last-sweep.json`` for status.
+custody, and temp files of killed writers met by the scan are pruned by age (see
+:mod:`.maintenance`). The counts of the last sweep are kept in ``last-sweep.json``.
 """
 
 from __future__ import annotations
@@ -57,9 +58,10 @@ from hostcore_file_custody.errors import (
     UnsafePathError,
     UnstableRevisionError,
 )
-from hostcore_file_custody.fsio import publish
+from hostcore_file_custody.fsio import TEMP_SUFFIX, publish
 from hostcore_file_custody.hooks import NO_HOOKS, SweepHooks
 from hostcore_file_custody.locks import LOCKS
+from hostcore_file_custody.maintenance import prune_entries
 from hostcore_file_custody.owner import Liveness, owner_liveness
 from hostcore_file_custody.private import PendingCustody, pending_custody
 from hostcore_file_custody.registry import (
@@ -107,6 +109,7 @@ class SweepReport(msgspec.Struct, kw_only=True):
     unhandled: int = 0
     unsupported: int = 0
     generations_pruned: int = 0
+    leftovers_pruned: int = 0
     lock_acquisitions: int = 0
     duration_ms: int = 0
 
@@ -140,11 +143,14 @@ class _Snapshot:
 
 
 def _scan(folder: Path, suffix: str, report: SweepReport,
-          wanted: Callable[[str], bool] | None = None) -> Iterator[tuple[str, os.stat_result]]:
+          wanted: Callable[[str], bool] | None = None,
+          leftovers: list[os.DirEntry[str]] | None = None,
+          ) -> Iterator[tuple[str, os.stat_result]]:
     """(stem, lstat) of each visible ``*suffix`` entry, from the scan's own stat.
 
     Entries whose stem ``wanted`` rejects are skipped before any stat. A folder
     or an entry the system refuses to read is counted ``unhandled`` and skipped.
+    Temp files of writers met on the way are added to ``leftovers``, if given.
     """
     try:
         entries = os.scandir(folder)
@@ -157,7 +163,11 @@ def _scan(folder: Path, suffix: str, report: SweepReport,
         try:
             for entry in entries:
                 name = entry.name
-                if name.startswith(".") or not name.endswith(suffix):
+                if name.startswith("."):
+                    if leftovers is not None and name.endswith(TEMP_SUFFIX):
+                        leftovers.append(entry)
+                    continue
+                if not name.endswith(suffix):
                     continue
                 stem = name[: -len(suffix)]
                 if wanted is not None and not wanted(stem):
@@ -211,6 +221,7 @@ class StaleSweep:
         self.pending: dict[str, PendingCustody] = {}
         self.journal = AuditJournal(registry)
         self.now = 0.0
+        self.leftovers: list[os.DirEntry[str]] = []
 
     def run(self) -> SweepReport:
         require_custody()
@@ -230,6 +241,7 @@ class StaleSweep:
             finally:
                 self.journal.seal()
         self._prune_generations(snapshot)
+        self.report.leftovers_pruned = prune_entries(self.leftovers, now=self.now)
         self.report.lock_acquisitions = LOCKS.acquisitions - locks_before
         self.report.duration_ms = int((time.monotonic() - started) * 1000)
         self._keep_last_sweep()
@@ -250,21 +262,23 @@ class StaleSweep:
 
     def _snapshot(self) -> _Snapshot:
         snap = _Snapshot()
-        for instance, st in _scan(self.registry.heartbeats_dir, ".json", self.report):
+        for instance, st in _scan(self.registry.heartbeats_dir, ".json", self.report,
+                                  leftovers=self.leftovers):
             self.report.scanned += 1
             snap.present.add(instance)
             if not stat.S_ISREG(st.st_mode):
                 self.report.kept_uncertain += 1
             elif self._is_stale(st):
                 snap.stale_heartbeats.append(instance)
-        for stem, st in _scan(self.registry.pid_map_dir, ".json", self.report):
+        for stem, st in _scan(self.registry.pid_map_dir, ".json", self.report,
+                              leftovers=self.leftovers):
             if stem.isdigit() and stat.S_ISREG(st.st_mode) and self._is_stale(st):
                 snap.stale_pid_map.append(int(stem))
         # A prompt hash whose instance has a heartbeat is judged with that heartbeat:
         # only the others (orphans) need their stat.
         present = snap.present
         for instance, st in _scan(self.registry.prompt_hash_dir, ".txt", self.report,
-                                  lambda stem: stem not in present):
+                                  lambda stem: stem not in present, self.leftovers):
             if stat.S_ISREG(st.st_mode) and self._is_stale(st):
                 snap.stale_prompt_hashes.append(instance)
         return snap

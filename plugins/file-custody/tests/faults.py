@@ -1,6 +1,8 @@
 """Running a scenario where the operating system really refuses: as an unprivileged
 user (mode 000 denies only then), or in a mount namespace of its own (to mount a
-tiny tmpfs). Each helper skips, saying why, only when that is impossible here."""
+tiny tmpfs). Each helper skips, saying why, only when that is impossible here; a
+missing ``unshare`` fails instead where CI requires every tool
+(``HOSTCORE_REQUIRED_TOOLS``)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
+from hostcore.testing import require_tool
 
 HELPERS = Path(__file__).parent / "helpers"
 FAULT_CHILD = HELPERS / "custody_fault_child.py"
@@ -66,9 +70,9 @@ def run_unprivileged(scenario: str, prepare: Callable[[Path], None] | None = Non
 
 def unshare_prefix(*namespaces: str) -> list[str]:
     """The ``unshare`` command that enters new ``namespaces`` here, or a skip saying why."""
+    require_tool("unshare", "Debian: apt-get install util-linux")
     tool = shutil.which("unshare")
-    if tool is None:
-        pytest.skip("unshare(1) is not installed")
+    assert tool is not None
     attempts = [[tool, *namespaces]]
     if os.geteuid() != 0:
         attempts = [[tool, "--user", "--map-root-user", *namespaces]]

@@ -28,6 +28,8 @@ from hostcore_file_custody.private import DeletionManifest
 from hostcore_file_custody.status import custody_status
 from hostcore_file_custody.worker import run_custody_pass
 
+from hostcore.testing import require_tool
+
 CHILD = Path(__file__).parent / "helpers" / "custody_kill_child.py"
 HOUR = 3600.0
 
@@ -83,9 +85,8 @@ def _private(folder: Path) -> list[str]:
 
 
 def test_the_intent_manifest_is_fsynced_with_its_folder_before_the_pin_is_renamed(tmp_path):
+    require_tool("strace", "Debian: apt-get install strace")
     strace = shutil.which("strace")
-    if strace is None:
-        pytest.skip("strace(1) is not installed: the fsync order cannot be observed")
     path = tmp_path / "cache" / "alpha.json"
     path.parent.mkdir()
     path.write_bytes(b"stale heartbeat")

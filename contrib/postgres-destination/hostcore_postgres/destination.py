@@ -253,15 +253,17 @@ class PostgresDestination:
         return True
 
     def _ready_to_write(self, conn: psycopg.Connection[tuple[Any, ...]]) -> None:
-        """Create or migrate the schema if needed, then check the tables (once per
-        connection)."""
-        if self._checked:
-            return
+        """Create or migrate the schema if needed (its version is read on every push:
+        a schema dropped or migrated meanwhile is noticed), then check the tables
+        (once per connection, and after any migration)."""
         found, now = migrate(conn, self.schema, self._migrations)
-        if found != now and self._emit is not None:
-            self._emit("postgres_destination.migrated", from_version=found, to_version=now)
-        check_tables(conn, self.schema)
-        self._checked = True
+        if found != now:
+            self._checked = False
+            if self._emit is not None:
+                self._emit("postgres_destination.migrated", from_version=found, to_version=now)
+        if not self._checked:
+            check_tables(conn, self.schema)
+            self._checked = True
 
     def _read(self, read: Callable[[psycopg.Connection[tuple[Any, ...]]], T], during: str) -> T:
         """Run ``read``; a reused connection the server dropped is replaced once."""

@@ -9,6 +9,7 @@ echo one); the connection string itself is never quoted.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from hostcore.errors import HostcoreError
@@ -32,6 +33,9 @@ KINDS = (
 # SQLSTATEs of a refused login: invalid_password, invalid_authorization_specification.
 _CREDENTIAL_STATES = ("28P01", "28000")
 _RESUMES = "; the next run resumes from what the database holds"
+_MISSING_DATABASE = re.compile(r'database "[^"]*" does not exist')
+_CREDENTIALS = re.compile(r"password|authentication|no pg_hba\.conf entry|"
+                          r'role "[^"]*" does not exist')
 
 
 class PostgresDestinationError(HostcoreError):
@@ -51,16 +55,20 @@ class PostgresDestinationError(HostcoreError):
 
 
 def explain_connect(exc: psycopg.Error) -> PostgresDestinationError:
-    """A failure of ``psycopg.connect`` as a clear line."""
+    """A failure of ``psycopg.connect`` as a clear line.
+
+    libpq reports a refused login without its SQLSTATE, so the kind is read from
+    its (English) text; any other text still reads right as "cannot connect".
+    """
     said = server_said(exc)
-    if exc.sqlstate == "3D000":
+    if exc.sqlstate == "3D000" or _MISSING_DATABASE.search(said):
         return PostgresDestinationError("missing_database", f"the server has no such database "
                                         f"({said}); create it or fix the dsn")
-    if exc.sqlstate in _CREDENTIAL_STATES or "password" in said:
+    if exc.sqlstate in _CREDENTIAL_STATES or _CREDENTIALS.search(said):
         return PostgresDestinationError(
             "credentials", f"the server refused the login ({said}); check the role and its "
             "password (.pgpass, PGPASSWORD or PGPASSFILE)")
-    return PostgresDestinationError("unreachable", f"cannot reach the server ({said}); "
+    return PostgresDestinationError("unreachable", f"cannot connect to the server ({said}); "
                                     f"nothing was pushed{_RESUMES}")
 
 

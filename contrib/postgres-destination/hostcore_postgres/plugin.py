@@ -98,15 +98,9 @@ def hostcore_destinations(host: Host) -> PostgresDestination:
 
 
 @hookimpl
-def hostcore_published_ref(stream: str, host: Host) -> Ref | None:
-    """The ref the database publishes for this host's store, when the export's
-    selected destination is this one (another destination answers for itself)."""
-    from hostcore.export.exporter import select_destination
-
-    try:
-        selected = select_destination(host)
-    except ConfigError:
+def hostcore_published_ref(stream: str, host: Host, destination: object) -> Ref | None:
+    """The ref the database publishes for this host's store, when ``destination`` is
+    this plugin's (another destination answers for itself)."""
+    if not isinstance(destination, PostgresDestination):
         return None
-    if not isinstance(selected, PostgresDestination):
-        return None
-    return selected.published(stream, host.store.instance_id)
+    return destination.published(stream, host.store.instance_id)

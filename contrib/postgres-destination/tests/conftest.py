@@ -87,9 +87,7 @@ class Pg:
         directories marked local-only) and write ``config`` as its hostcore.toml.
         Returns the store's instance id (the origin)."""
         root.mkdir(parents=True, exist_ok=True)
-        if config is not None:
-            (root / "hostcore.toml").write_text(toml(config))
-        host = Host(root=root, load_entrypoints=False, env={})
+        host = Host(root=root, load_entrypoints=False, env={}, config={})
         try:
             for directory in directories:
                 host.store.append(EvidenceRow(partition="sessions", source_id="claude",
@@ -98,9 +96,12 @@ class Pg:
                                   for i in range(rows))
             for directory in withheld:
                 host.policy.input("class-list").set(directory, "local-only")
-            return host.store.instance_id
+            origin = host.store.instance_id
         finally:
             host.close()
+        if config is not None:
+            (root / "hostcore.toml").write_text(toml(config))
+        return origin
 
     @staticmethod
     def hostcore(root: Path, *args: str, timeout: float = 120,

@@ -22,8 +22,15 @@ from typing import Literal
 Precision = Literal["seconds", "micro"]
 
 _SECONDS_SHAPE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$")
-_MICRO_SHAPE = re.compile(
-    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z$")
+# UTC with a "Z" and up to six fraction digits: what agents write (Claude Code's
+# ".466Z", Codex's ".123456Z"). canonical() rewrites these by text alone.
+_UTC_SHAPE = re.compile(
+    r"[0-9]{4}-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,6}))?Z")
+# Dates a fast-path timestamp named, with whether each exists (2025-02-30 does
+# not). Bounded: transcripts name few distinct days, and a flood of bogus ones
+# only costs the slow path once the cache is full.
+_DATES: dict[str, bool] = {}
+_DATES_CACHED = 4096
 
 
 def utc_now() -> datetime:
@@ -66,11 +73,39 @@ def format_utc(moment: datetime, precision: Precision = "seconds") -> str:
 
 def canonical(text: str, precision: Precision = "micro") -> str:
     """``text`` rewritten in the sortable form, or unchanged when it does not parse
-    (a range never matches an unparseable value)."""
-    if precision == "micro" and _MICRO_SHAPE.match(text):
-        return text  # already canonical: the common case, and no datetime is built
+    (a range never matches an unparseable value).
+
+    UTC text with a ``Z`` and at most six fraction digits (nearly every
+    transcript line) is rewritten by text alone, with the same result as parsing
+    it: this runs once per ingested row, and building a datetime costs more than
+    the rest of the row's conversion.
+    """
+    if precision == "micro":
+        found = _UTC_SHAPE.fullmatch(text)
+        if found is not None and _exists(text[:10], found):
+            fraction = found.group(6)
+            if fraction is not None and len(fraction) == 6:
+                return text
+            return f"{text[:19]}.{(fraction or '').ljust(6, '0')}Z"
     moment = parse(text)
     return text if moment is None else format_utc(moment, precision)
+
+
+def _exists(date: str, found: re.Match[str]) -> bool:
+    """Whether a :data:`_UTC_SHAPE` match names a real moment (what parsing checks)."""
+    hour, minute, second = int(found.group(3)), int(found.group(4)), int(found.group(5))
+    if hour > 23 or minute > 59 or second > 59:
+        return False
+    known = _DATES.get(date)
+    if known is None:
+        try:
+            datetime(int(date[:4]), int(found.group(1)), int(found.group(2)))
+            known = True
+        except ValueError:
+            known = False
+        if len(_DATES) < _DATES_CACHED:
+            _DATES[date] = known
+    return known
 
 
 def is_future(moment: datetime, *, now: datetime | None = None,

@@ -64,7 +64,8 @@ def test_each_source_is_asked_since_its_own_persisted_cursor(make_host, tmp_path
     host = make_host(plugin(a, b), root=tmp_path / "root")
     report = host.tick()
     assert report.ok and report.steps[0].name == "ingest"
-    assert report.steps[0].counts == {"sources": 2, "failed": 0, "skipped": 0, "rows": 5}
+    assert report.steps[0].counts == {"sources": 2, "failed": 0, "skipped": 0, "rows": 5,
+                                      "lines_skipped": 0}
     host.tick()
     assert a.cursors == [None, "3"] and b.cursors == [None, "2"]
     host.close()
@@ -73,21 +74,45 @@ def test_each_source_is_asked_since_its_own_persisted_cursor(make_host, tmp_path
     assert again.cursors == ["3"]
 
 
-def test_a_source_that_raises_is_reported_and_skipped_and_others_ingest(
+def test_a_source_that_raises_is_skipped_others_ingest_and_the_step_fails_naming_it(
         make_host, collected_events, caplog):
     good = CountingSource("good", 2)
     host = make_host(plugin(Raising(), good, BadBatch()))
     with caplog.at_level(logging.WARNING, logger="hostcore.evidence"):
         report = host.tick()
-    assert report.ok
-    assert report.steps[0].counts == {"sources": 3, "failed": 2, "skipped": 0, "rows": 2}
+    (step,) = report.failed
+    assert step.name == "ingest"
+    assert "'raising' (raised: RuntimeError)" in step.error
+    assert "'bad-batch' (bad_batch: RecordError)" in step.error
     assert host.store.partitions()["good"].row_count == 2
     assert host.store.source_cursor("raising") is None
     assert [e.attributes["reason"] for e in collected_events.named("evidence.source_failed")
             ] == ["raised", "bad_batch"]
     assert "'raising'" in caplog.text and "'bad-batch'" in caplog.text
+    assert "exploded" not in caplog.text, "warnings carry the kind, not the message"
     (ingested,) = collected_events.named("evidence.ingested")
-    assert ingested.attributes["failed"] == 2
+    assert ingested.attributes["failed"] == 2 and ingested.attributes["rows"] == 2
+
+
+def test_a_failing_source_is_retried_next_tick_and_its_health_says_what_failed(make_host):
+    class FailsOnce(CountingSource):
+        def read(self, cursor):
+            if len(self.cursors) == 0:
+                self.cursors.append(cursor)
+                raise KeyError("a bad line")
+            return super().read(cursor)
+
+    source = FailsOnce("flaky", 3)
+    host = make_host(plugin(source))
+    assert not host.tick().ok
+    health = host.store.source_health()["flaky"]
+    assert (health.failures, health.last_error) == (1, "raised: KeyError")
+    assert host.tick().ok
+    assert source.cursors == [None, None], "the cursor did not move past the failure"
+    assert host.store.partitions()["flaky"].row_count == 3
+    health = host.store.source_health()["flaky"]
+    assert (health.failures, health.last_error) == (0, "raised: KeyError")
+    assert health.last_error_at is not None
 
 
 def test_an_unavailable_source_is_skipped(make_host):
@@ -95,13 +120,36 @@ def test_an_unavailable_source_is_skipped(make_host):
     assert host.tick().steps[0].counts["skipped"] == 1
 
 
-def test_a_source_with_more_ready_makes_the_step_pending(make_host):
+def test_a_source_with_more_ready_is_read_again_within_the_step(make_host):
+    source = CountingSource("paged", 5, per_read=2)
+    host = make_host(plugin(source))
+    report = host.tick()
+    assert not report.pending
+    assert report.steps[0].counts["rows"] == 5
+    assert source.cursors == [None, "2", "4"], "one transaction per batch"
+
+
+def test_a_source_still_ready_after_the_time_slice_makes_the_step_pending(
+        make_host, monkeypatch):
+    import hostcore.evidence.plugin as evidence_plugin
+
+    monkeypatch.setattr(evidence_plugin, "INGEST_SLICE_SECONDS", 0.0)
     source = CountingSource("paged", 5, per_read=2)
     host = make_host(plugin(source))
     assert host.tick().pending
     assert host.tick().pending
     assert not host.tick().pending
     assert host.store.partitions()["paged"].row_count == 5
+
+
+def test_an_idle_tick_writes_nothing(make_host):
+    source = CountingSource("idle", 2)
+    host = make_host(plugin(source))
+    host.tick()
+    wal = host.store.path.with_name(host.store.path.name + "-wal")
+    before = wal.stat().st_size, wal.stat().st_mtime_ns
+    host.tick()
+    assert (wal.stat().st_size, wal.stat().st_mtime_ns) == before
 
 
 def test_ingesting_twice_adds_nothing(make_host):

@@ -4,7 +4,8 @@
   ``.hostcoreignore`` dotfiles), registered like any third-party input;
 * the ``ingest`` worker (order 10): each tick asks every registered source for
   evidence since its persisted cursor and appends it with the new cursor in one
-  transaction; a source that raises is logged by name, counted and skipped;
+  transaction per batch; a source that raises is logged by name, counted, kept
+  in the store's health record and skipped, and the step then fails naming it;
 * the ``evidence``, ``purge`` and ``policy`` commands (defined in
   :mod:`hostcore.evidence.commands`);
 * the telemetry events of all of the above.
@@ -13,12 +14,14 @@
 from __future__ import annotations
 
 import logging
-import re
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from hostcore.errors import HostcoreError, RecordError
 from hostcore.evidence.rows import SourceBatch
 from hostcore.plugin.markers import hookimpl
-from hostcore.plugin.registration import WorkerResult, availability
+from hostcore.plugin.registration import Source, WorkerResult, availability
 from hostcore.records import convert
 from hostcore.telemetry import EventSpec
 
@@ -32,10 +35,12 @@ log = logging.getLogger("hostcore.evidence")
 EVENTS = (
     EventSpec(
         "evidence.ingested",
-        {"sources": int, "failed": int, "skipped": int, "rows": int, "more": bool},
+        {"sources": int, "failed": int, "skipped": int, "rows": int, "lines_skipped": int,
+         "more": bool},
         "The ingest step ran: how many sources were read, failed (raised or returned a "
-        "bad batch) and were skipped as unavailable, how many rows were appended, and "
-        "whether a source has more ready now.",
+        "bad batch) and were skipped as unavailable, how many rows were appended, how "
+        "many input lines or rows were skipped (malformed, unstorable, ...), and whether "
+        "a source has more ready now.",
     ),
     EventSpec(
         "evidence.source_failed",
@@ -57,7 +62,9 @@ EVENTS = (
     ),
 )
 
-_WINDOWS_PATH = re.compile(r"^([A-Za-z]:[\\/]|\\\\)")
+# How long one ingest step keeps reading batches before it hands the tick on
+# and reports the rest as pending (seconds).
+INGEST_SLICE_SECONDS = 2.0
 
 
 @hookimpl
@@ -81,51 +88,112 @@ def hostcore_policy_inputs(host: Host) -> tuple[Any, ...]:
 
 @hookimpl
 def hostcore_workers(host: Host) -> IngestWorker:
-    return IngestWorker()
+    return IngestWorker(host)
+
+
+class SourcesFailed(HostcoreError):
+    """Sources failed this tick (each was skipped; the others ingested). The
+    message names them and the kind of each failure, never its text."""
 
 
 class IngestWorker:
-    """Appends each source's new evidence with its cursor, one transaction per source."""
+    """Stores each source's new evidence with its cursor, one transaction per batch.
+
+    Sources are read in rounds, one batch each per round, while any has more
+    ready and the step's time slice (:data:`INGEST_SLICE_SECONDS`) lasts; then
+    the step reports pending work and the tick loop comes back at once (``run
+    --once`` drains). A source that raises, or returns a batch the store
+    refuses, is skipped with its cursor unmoved, its failure is kept in the
+    store (``hostcore status`` shows it), and once every other source had its
+    turn the step fails naming it, so the exit status of ``run --once`` tells.
+    """
 
     name = "ingest"
     order = 10
 
+    def __init__(self, host: Host, *, slice_seconds: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._host = host
+        self.slice_seconds = INGEST_SLICE_SECONDS if slice_seconds is None else slice_seconds
+        self._clock = clock
+
     def run(self, host: Host) -> WorkerResult:
-        store = host.store
-        counts = {"sources": 0, "failed": 0, "skipped": 0, "rows": 0}
-        more = False
+        counts = {"sources": 0, "failed": 0, "skipped": 0, "rows": 0, "lines_skipped": 0}
+        ready: list[Source] = []
         for source in host.sources:
             if availability(source) is not None:
                 counts["skipped"] += 1
-                continue
-            counts["sources"] += 1
-            try:
-                batch = source.read(store.source_cursor(source.name))
-            except Exception as exc:
-                self._failed(host, counts, source.name, "raised", exc)
-                continue
-            try:
-                if not isinstance(batch, SourceBatch):
-                    batch = convert(batch, SourceBatch, what=f"source {source.name!r} batch")
-                counts["rows"] += store.append(batch.rows, source=source.name,
-                                               cursor=batch.cursor)
-                if host.progress is not None:
-                    host.progress(f"ingest: {counts['rows']:,} rows so far")
-            except Exception as exc:
-                self._failed(host, counts, source.name, "bad_batch", exc)
-                continue
-            more = more or batch.more
-        host.emit("evidence.ingested", more=more, **counts)
-        return WorkerResult(pending=more, counts=counts)
+            else:
+                ready.append(source)
+        counts["sources"] = len(ready)
+        failed: dict[str, str] = {}
+        deadline = self._clock() + self.slice_seconds
+        while ready:
+            again = []
+            for source in ready:
+                more = self._read_once(host, source, counts, failed)
+                if more:
+                    again.append(source)
+            ready = again
+            if self._clock() >= deadline:
+                break
+        pending = bool(ready)
+        host.emit("evidence.ingested", more=pending, **counts)
+        if failed:
+            raise SourcesFailed(f"{len(failed)} source(s) failed and were skipped: " + ", ".join(
+                f"{name!r} ({kind})" for name, kind in sorted(failed.items())))
+        return WorkerResult(pending=pending, counts=counts)
 
-    def _failed(self, host: Host, counts: dict[str, int], name: str, reason: str,
-                exc: Exception) -> None:
+    def _read_once(self, host: Host, source: Source, counts: dict[str, int],
+                   failed: dict[str, str]) -> bool:
+        """Read and store one batch of ``source``; True when it has more ready now."""
+        store = host.store
+        cursor = store.source_cursor(source.name)
+        try:
+            batch = source.read(cursor)
+        except Exception as exc:
+            self._failed(host, counts, failed, source.name, "raised", exc)
+            return False
+        try:
+            if not isinstance(batch, SourceBatch):
+                batch = convert(batch, SourceBatch, what=f"source {source.name!r} batch")
+            outcome = store.ingest(source.name, batch, previous=cursor)
+        except (RecordError, TypeError, ValueError) as exc:
+            # The batch, not the store, is at fault (a StoreError says the store
+            # cannot be used: that fails the whole step).
+            self._failed(host, counts, failed, source.name, "bad_batch", exc)
+            return False
+        counts["rows"] += outcome.inserted
+        counts["lines_skipped"] += sum(batch.skipped.values()) + sum(outcome.rejected.values())
+        if host.progress is not None:
+            host.progress(f"ingest: {counts['rows']:,} rows so far")
+        return batch.more
+
+    def _failed(self, host: Host, counts: dict[str, int], failed: dict[str, str], name: str,
+                reason: str, exc: Exception) -> None:
         counts["failed"] += 1
+        kind = f"{reason}: {type(exc).__name__}"
+        failed[name] = kind
         # The message can carry a path: its kind at warning, the rest at debug.
-        log.warning("source %r failed and was skipped this tick: %s", name,
-                    type(exc).__name__)
+        log.warning("source %r failed and was skipped this tick: %s", name, kind)
         log.debug("source %r failed", name, exc_info=True)
         host.emit("evidence.source_failed", reason=reason)
+        host.store.record_failure(name, kind)
+
+    def status(self) -> dict[str, Any]:
+        """Per source: lines skipped by reason, failures in a row, the last failure's
+        kind and time (kept in the store, so any process can report them)."""
+        health = self._host.store.source_health()
+        names = sorted({source.name for source in self._host.sources} | set(health))
+        sources: dict[str, Any] = {}
+        for name in names:
+            found = health.get(name)
+            sources[name] = {} if found is None else {
+                "skipped": dict(found.skipped), "failures": found.failures,
+                "last_error": found.last_error, "last_error_at": found.last_error_at}
+            sources[name].setdefault("skipped", {})
+            sources[name].setdefault("failures", 0)
+        return {"sources": sources}
 
 
 @hookimpl

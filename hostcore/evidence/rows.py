@@ -39,12 +39,18 @@ class SourceBatch(msgspec.Struct):
     """What ``Source.read(cursor)`` returns: new rows and the cursor to persist.
 
     ``more`` tells the ingest worker the source stopped at a budget and has more
-    ready now (the tick loop then comes back at the backlog cadence).
+    ready now (the ingest step reads again while its time slice lasts, and the
+    tick loop comes back at the backlog cadence). ``skipped`` counts, by reason,
+    the input lines the source read past without making a row of them
+    (``{"malformed": 2}``); the store adds them to the source's health, which
+    ``hostcore status`` shows. Keep a batch small (thousands of rows): it is
+    stored in one transaction, which a purge waits for.
     """
 
     rows: list[EvidenceRow]
     cursor: str | None
     more: bool = False
+    skipped: dict[str, int] = msgspec.field(default_factory=dict)
 
 
 class PartitionVersion(msgspec.Struct, frozen=True):

@@ -3,12 +3,14 @@
 The store writes through these statements and the export seam reads through
 them; no other module names a table. Layout (see ``docs/evidence.md``)::
 
-    meta(key, value)                       instance id, schema, epoch sequence
+    meta(key, value)                       instance id, schema, epoch and purge sequences
     partitions(id, name, epoch, row_count)
     scopes(id, directory, source_id)       distinct (directory, source) pairs
     evidence(position, part, scope, session_id, ts, git_remote, payload, key)
     tuples(id, part, scope, git_remote, rows)   distinct (partition, scope, remote), counted
     source_cursors(source, cursor)
+    source_health(source, skipped, failures, last_error, last_error_at)
+    purged_keys(digest)                    what purges removed, so it is never stored again
 
 Reads filter withheld rows inside SQLite: a row's scope id indexes a blob of one
 byte per scope (``substr(?, scope + 1, 1) = x'01'``), built by the seam from the
@@ -17,6 +19,7 @@ policy's verdicts.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sqlite3
 from collections.abc import Mapping, Sequence
@@ -25,7 +28,9 @@ from pathlib import Path
 from hostcore.errors import HostcoreError
 from hostcore.files import ensure_dir, open_state_file
 
-VERSION = 1
+# 2: purged_keys and source_health. A store at 2 refuses hostcore releases that
+# know only 1, which would store purged rows again.
+VERSION = 2
 # How long a writer waits for another process's transaction (milliseconds).
 BUSY_TIMEOUT_MS = 10_000
 
@@ -65,6 +70,14 @@ CREATE TABLE IF NOT EXISTS tuples (
     rows INTEGER NOT NULL,
     UNIQUE (part, scope, git_remote)
 );
+CREATE TABLE IF NOT EXISTS source_health (
+    source TEXT PRIMARY KEY,
+    skipped TEXT NOT NULL,
+    failures INTEGER NOT NULL,
+    last_error TEXT,
+    last_error_at TEXT
+);
+CREATE TABLE IF NOT EXISTS purged_keys (digest TEXT PRIMARY KEY) WITHOUT ROWID
 """
 
 INSERT = ("INSERT INTO evidence (part, scope, session_id, ts, git_remote, payload, key) "
@@ -72,10 +85,22 @@ INSERT = ("INSERT INTO evidence (part, scope, session_id, ts, git_remote, payloa
 # A tuple seen for the first time gets the next id; a known one counts the new rows.
 COUNT_TUPLE = ("INSERT INTO tuples (part, scope, git_remote, rows) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT (part, scope, git_remote) DO UPDATE SET rows = rows + excluded.rows")
-INSERT_KEYED = ("INSERT INTO evidence (part, scope, session_id, ts, git_remote, payload, key) "
-                 "SELECT ?, ?, ?, ?, ?, ?, ? WHERE NOT EXISTS "
-                 "(SELECT 1 FROM evidence WHERE part = ? AND key = ?)")
+# The keys of one partition, among a JSON list of them, that are already stored.
+STORED_KEYS = ("SELECT key FROM evidence WHERE part = ? AND key IN "
+               "(SELECT value FROM json_each(?))")
+# The digests, among a JSON list of them, of keys a purge removed.
+PURGED_DIGESTS = ("SELECT digest FROM purged_keys WHERE digest IN "
+                  "(SELECT value FROM json_each(?))")
+ANY_PURGED = "SELECT 1 FROM purged_keys LIMIT 1"
+# Bumped by every purge and partition drop: ids cached before it may be gone.
+PURGE_SEQ = "SELECT value FROM meta WHERE key = 'purge_seq'"
+BUMP_PURGE_SEQ = "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'purge_seq'"
 
+
+def key_digest(partition: str, key: str) -> str:
+    """What a purge records of a removed row's dedupe key: a one-way digest of the
+    partition and the key, so neither the key nor the row stays in the file."""
+    return hashlib.blake2b(f"{partition}\0{key}".encode(), digest_size=16).hexdigest()
 
 
 # The read of every scope a seam has not seen yet, in id order.

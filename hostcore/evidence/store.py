@@ -7,28 +7,35 @@ version ``epoch:rowCount``: appending grows ``rowCount``; a purge recomputes
 ``rowCount`` from the live count and moves the partition to a fresh epoch, so a
 purge followed by appends back to the old count is still told apart from growth.
 
+A purge also records a digest of every removed row's dedupe key, and an append
+never stores a row whose key was purged: evidence read again (a copied, renamed
+or rewritten transcript, an event fetched again) stays purged.
+
 Rows leave the store only through :class:`hostcore.evidence.seam.ExportSeam`, which
 applies the live withholding policy. This module deliberately has no public
 method that reads rows back.
 
 Layout (see ``docs/evidence.md``)::
 
-    meta(key, value)                       instance id, schema, epoch sequence
+    meta(key, value)                       instance id, schema, epoch and purge sequences
     partitions(id, name, epoch, row_count)
     scopes(id, directory, source_id)       distinct (directory, source) pairs
     evidence(position, part, scope, session_id, ts, git_remote, payload, key)
     tuples(id, part, scope, git_remote, rows)   distinct (partition, scope, remote), counted
     source_cursors(source, cursor)
+    source_health(source, skipped, failures, last_error, last_error_at)
+    purged_keys(digest)
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,20 +45,52 @@ from hostcore.errors import HostcoreError, RecordError
 from hostcore.evidence import schema
 from hostcore.evidence.paths import within
 from hostcore.evidence.rows import EvidenceRow, PartitionVersion, SourceBatch
-from hostcore.timestamps import canonical, format_utc, parse
+from hostcore.timestamps import canonical, format_utc, parse, utc_now
 
 # EvidenceRow, PartitionVersion and SourceBatch live in hostcore.evidence.rows;
 # they are importable from here too, as in 0.1.
-__all__ = ["STORE_FILE_NAME", "EvidenceRow", "PartitionVersion", "SourceBatch", "Store",
-           "StoreError"]
+__all__ = ["STORE_FILE_NAME", "Appended", "EvidenceRow", "PartitionVersion", "SourceBatch",
+           "SourceHealth", "Store", "StoreError"]
 
 STORE_FILE_NAME = "store.sqlite3"
+# Pages the writer keeps in memory (negative: KiB). SQLite's default (2 MiB) is
+# smaller than the dedupe-key index of a few hundred thousand rows, and every
+# append then reads index pages back from the file (see docs/evidence.md).
+WRITER_CACHE_KIB = 64 * 1024
 
 _payload_encoder = msgspec.json.Encoder()
+_json_list = msgspec.json.Encoder()
+
+# Why a row was not stored although its batch was (counted per source).
+UNENCODABLE = "unencodable"  # text that is not valid Unicode (a lone surrogate)
+BAD_VALUE = "bad_value"      # a field of the wrong type, a payload JSON cannot hold
 
 
 class StoreError(HostcoreError):
-    """The store file cannot be used (newer schema, not a store, bad selector)."""
+    """The store file cannot be used (damaged, busy, full, newer schema, read-only)
+    or a purge selector is bad. The message names the file and the reason."""
+
+
+class Appended(msgspec.Struct):
+    """What one append did: rows inserted, and rows refused by reason."""
+
+    inserted: int = 0
+    rejected: dict[str, int] = msgspec.field(default_factory=dict)
+
+
+class SourceHealth(msgspec.Struct):
+    """What ``hostcore status`` shows of a source's ingest.
+
+    ``skipped`` counts, by reason, every input line or row the source or the store
+    skipped since the store was created; ``failures`` is how many attempts in a
+    row failed (0 once one works); ``last_error`` is the kind of the last failure
+    (``raised: KeyError``), kept after recovery with its time ``last_error_at``.
+    """
+
+    skipped: dict[str, int] = msgspec.field(default_factory=dict)
+    failures: int = 0
+    last_error: str | None = None
+    last_error_at: str | None = None
 
 
 class Store:
@@ -61,6 +100,9 @@ class Store:
     :param read_only: open for reading only, creating nothing: a missing file
         reads as an empty store (``instance_id`` ``""``), and every write raises
         :class:`StoreError`. Readers never wait for a writer (WAL).
+
+    Every failure of the file itself (damaged, busy for longer than
+    ``BUSY_TIMEOUT_MS``, a full disk) raises :class:`StoreError` naming the file.
     """
 
     def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
@@ -69,39 +111,46 @@ class Store:
         # One connection shared by the threads of an embedding process: every use
         # of it holds this lock, so transactions never interleave.
         self._lock = threading.RLock()
+        # Ids of partitions and scopes, valid while the store's purge sequence
+        # is the one they were read under: another process's purge or drop can
+        # delete them, and rows must never be written under a deleted id.
         self._scope_ids: dict[tuple[str, str], int] = {}
         self._part_ids: dict[str, int] = {}
-        try:
+        self._ids_under: str | None = None
+        with self._errors():
             if read_only:
                 self._db, self.instance_id = self._open_read_only()
             else:
                 self._db = schema.connect(self.path, readonly=False)
-                self.instance_id = self._init_schema()
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{self.path}: not an evidence store "
-                             f"({_sqlite_reason(exc)})") from None
+                try:
+                    self.instance_id = self._init_schema()
+                except BaseException:
+                    self._db.close()
+                    raise
 
     # -- setup ---------------------------------------------------------------
 
     def _open_read_only(self) -> tuple[sqlite3.Connection, str]:
         if not self.path.exists():
             db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-            for statement in schema.DDL.split(";"):
-                if statement.strip():
-                    db.execute(statement)
+            _create_tables(db)
             return db, ""
         db = schema.connect(self.path, readonly=True)
-        values = dict(db.execute("SELECT key, value FROM meta"))
-        _check_version(self.path, values)
+        try:
+            values = dict(db.execute("SELECT key, value FROM meta"))
+            _check_version(self.path, values)
+        except BaseException:
+            db.close()
+            raise
         return db, str(values.get("instance_id", ""))
 
     def _init_schema(self) -> str:
         db = self._db
+        db.create_function("key_digest", 2, schema.key_digest, deterministic=True)
+        db.execute(f"PRAGMA cache_size = -{WRITER_CACHE_KIB}")
         db.execute("BEGIN IMMEDIATE")
         try:
-            for statement in schema.DDL.split(";"):
-                if statement.strip():
-                    db.execute(statement)
+            _create_tables(db)
             values = dict(db.execute("SELECT key, value FROM meta"))
             _check_version(self.path, values)
             if "tuples" not in values:
@@ -113,7 +162,9 @@ class Store:
             instance = values.get("instance_id") or uuid.uuid4().hex
             db.executemany("INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)",
                            [("instance_id", instance), ("schema", str(schema.VERSION)),
-                            ("epoch_seq", "0")])
+                            ("epoch_seq", "0"), ("purge_seq", "0")])
+            db.execute("UPDATE meta SET value = ? WHERE key = 'schema'",
+                       (str(schema.VERSION),))
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -125,22 +176,33 @@ class Store:
             self._db.close()
 
     @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Turn SQLite's failures into a :class:`StoreError` naming the file."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(describe_failure(self.path, exc)) from exc
+
+    @contextlib.contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         """One write transaction: everything inside commits together or not at all."""
         if self.read_only:
             raise StoreError(f"{self.path}: opened read-only")
-        with self._lock:
+        with self._lock, self._errors():
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
                 yield db
+                db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                # After a failed COMMIT (a full disk) the transaction may be over
+                # already; either way nothing of it is kept.
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
                 raise
-            db.execute("COMMIT")
 
     def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        with self._lock:
+        with self._lock, self._errors():
             return self._db.execute(sql, params).fetchall()
 
     # -- writing -------------------------------------------------------------
@@ -148,38 +210,113 @@ class Store:
     def append(self, rows: Iterable[EvidenceRow], *, source: str | None = None,
                cursor: str | None = None) -> int:
         """Insert ``rows`` and, when ``source`` is given, persist its ``cursor``, in one
-        transaction. A row whose ``(partition, key)`` is already stored is skipped.
-        Returns how many rows were inserted."""
-        inserted: dict[int, int] = {}
-        tuples: dict[tuple[int, int, str], int] = {}
+        transaction. Returns how many rows were inserted.
+
+        A row whose ``(partition, key)`` is already stored, or was purged, is
+        skipped and uses no position. A row whose values cannot be stored (text
+        that is not valid Unicode, a payload JSON cannot hold) is skipped and
+        counted, by reason, in the health of ``source`` (else of the row's
+        ``source_id``); the rest is stored. A row that is not an
+        :class:`EvidenceRow`, or has no partition or source id, is a bug of its
+        producer: :class:`~hostcore.errors.RecordError`, and nothing is written.
+        """
+        return self._append(rows, source, cursor, {}).inserted
+
+    def ingest(self, source: str, batch: SourceBatch, *, previous: str | None) -> Appended:
+        """Store a source's batch: its rows, its cursor and what it skipped
+        (``batch.skipped``, added to the source's health), in one transaction;
+        the source's failure count goes back to 0.
+
+        ``previous`` is the cursor the batch was read from: when nothing changed
+        (no row, no skip, the same cursor, no failure to clear) nothing is
+        written, so an idle tick costs no write transaction.
+        """
+        skipped = _clean_counts(batch.skipped)
+        if not batch.rows and not skipped and batch.cursor == previous:
+            found = self._query("SELECT failures FROM source_health WHERE source = ?",
+                                (source,))
+            if not found or not found[0][0]:
+                return Appended()
+        return self._append(batch.rows, source, batch.cursor, skipped, ok=True)
+
+    def record_failure(self, source: str, kind: str) -> None:
+        """Note that reading or storing ``source`` failed this time (``kind`` says
+        how, e.g. ``raised: KeyError``); its cursor and rows are left alone."""
         with self._transaction() as db:
+            health = _health(db, source)
+            health.failures += 1
+            health.last_error = kind
+            health.last_error_at = format_utc(utc_now())
+            _save_health(db, source, health)
+
+    def _append(self, rows: Iterable[EvidenceRow], source: str | None, cursor: str | None,
+                skipped: Mapping[str, int], *, ok: bool = False) -> Appended:
+        outcome = Appended()
+        with self._transaction() as db:
+            self._check_ids(db)
+            prepared: list[tuple[Any, ...]] = []
+            rejected: dict[str, dict[str, int]] = {}
             for index, row in enumerate(rows):
                 _check_row(index, row)
-                part = self._partition_id(db, row.partition)
-                scope = self._scope_id(db, row.directory, row.source_id)
-                values = (part, scope, row.session_id, canonical(row.ts), row.git_remote,
-                          _payload_encoder.encode(row.payload).decode(), row.key)
-                # A keyed row is checked before inserting: a refused INSERT would still
-                # use up a position.
-                if row.key is None:
-                    db.execute(schema.INSERT, values)
-                elif not db.execute(schema.INSERT_KEYED, (*values, part, row.key)).rowcount:
+                values = self._values(db, row)
+                if isinstance(values, str):
+                    counts = rejected.setdefault(source or row.source_id, {})
+                    counts[values] = counts.get(values, 0) + 1
                     continue
-                inserted[part] = inserted.get(part, 0) + 1
-                found = (part, scope, row.git_remote)
-                tuples[found] = tuples.get(found, 0) + 1
-            db.executemany("UPDATE partitions SET row_count = row_count + ? WHERE id = ?",
-                           [(count, part) for part, count in inserted.items()])
-            db.executemany(schema.COUNT_TUPLE, [(*found, n) for found, n in tuples.items()])
+                prepared.append(values)
+            fresh = _unseen(db, prepared)
+            db.executemany(schema.INSERT, [values[:7] for values in fresh])
+            self._count(db, fresh)
+            outcome.inserted = len(fresh)
             if source is not None:
                 db.execute("INSERT INTO source_cursors (source, cursor) VALUES (?, ?) "
                            "ON CONFLICT (source) DO UPDATE SET cursor = excluded.cursor",
                            (source, cursor))
-        return sum(inserted.values())
+                own = rejected.pop(source, {})
+                outcome.rejected = dict(own)
+                _note_health(db, source, [own, skipped], recovered=ok)
+            for name, counts in rejected.items():
+                for reason, n in counts.items():
+                    outcome.rejected[reason] = outcome.rejected.get(reason, 0) + n
+                _note_health(db, name, [counts], recovered=False)
+        return outcome
 
-    def _partition_id(self, db: sqlite3.Connection, name: str) -> int:
+    def _values(self, db: sqlite3.Connection, row: EvidenceRow) -> tuple[Any, ...] | str:
+        """The insert values of ``row`` (plus its partition name), or why it cannot
+        be stored."""
+        session, ts, remote, key = row.session_id, row.ts, row.git_remote, row.key
+        if not (isinstance(session, str) and isinstance(ts, str)
+                and isinstance(remote, str) and (key is None or isinstance(key, str))):
+            return BAD_VALUE
+        if not (_text_ok(session) and _text_ok(ts) and _text_ok(remote)
+                and (key is None or _text_ok(key))):
+            return UNENCODABLE
+        part = self._partition_id(db, row.partition)
+        scope = self._scope_id(db, row.directory, row.source_id)
+        if part is None or scope is None:
+            return UNENCODABLE
+        try:
+            payload = _payload_encoder.encode(row.payload).decode()
+        except UnicodeEncodeError:
+            return UNENCODABLE
+        except (TypeError, ValueError, OverflowError):
+            return BAD_VALUE
+        return (part, scope, session, canonical(ts), remote, payload, key, row.partition)
+
+    def _check_ids(self, db: sqlite3.Connection) -> None:
+        """Forget cached ids when any process purged or dropped since they were read."""
+        found = db.execute(schema.PURGE_SEQ).fetchone()
+        current = None if found is None else str(found[0])
+        if current != self._ids_under:
+            self._scope_ids.clear()
+            self._part_ids.clear()
+            self._ids_under = current
+
+    def _partition_id(self, db: sqlite3.Connection, name: str) -> int | None:
         part = self._part_ids.get(name)
         if part is None:
+            if not isinstance(name, str) or not _text_ok(name):
+                return None
             found = db.execute("SELECT id FROM partitions WHERE name = ?", (name,)).fetchone()
             if found is None:
                 found = db.execute(
@@ -188,15 +325,32 @@ class Store:
             part = self._part_ids[name] = found[0]
         return part
 
-    def _scope_id(self, db: sqlite3.Connection, directory: str, source_id: str) -> int:
+    def _scope_id(self, db: sqlite3.Connection, directory: str, source_id: str) -> int | None:
         key = (directory, source_id)
         scope = self._scope_ids.get(key)
         if scope is None:
+            if not (isinstance(directory, str) and _text_ok(directory)
+                    and isinstance(source_id, str) and _text_ok(source_id)):
+                return None
             db.execute("INSERT OR IGNORE INTO scopes (directory, source_id) VALUES (?, ?)", key)
             scope = db.execute("SELECT id FROM scopes WHERE directory = ? AND source_id = ?",
                                key).fetchone()[0]
             self._scope_ids[key] = scope
         return scope
+
+    @staticmethod
+    def _count(db: sqlite3.Connection, fresh: list[tuple[Any, ...]]) -> None:
+        """Grow the partitions' row counts and the tuple summary by the rows inserted."""
+        inserted: dict[int, int] = {}
+        tuples: dict[tuple[int, int, str], int] = {}
+        for values in fresh:
+            part = values[0]
+            inserted[part] = inserted.get(part, 0) + 1
+            found = (part, values[1], values[4])
+            tuples[found] = tuples.get(found, 0) + 1
+        db.executemany("UPDATE partitions SET row_count = row_count + ? WHERE id = ?",
+                       [(count, part) for part, count in inserted.items()])
+        db.executemany(schema.COUNT_TUPLE, [(*found, n) for found, n in tuples.items()])
 
     def purge(self, *, source_id: str | None = None, session_id: str | None = None,
               directory: str | None = None, before: str | None = None,
@@ -206,14 +360,21 @@ class Store:
         ``directory`` matches that directory and everything below it (on path
         boundaries, ``/`` or ``\\``); ``before`` matches rows whose canonical
         timestamp is earlier. Every partition that lost rows gets its live row count
-        and a fresh epoch. Returns rows deleted per partition (only those that lost
-        any). At least one selector is required. ``dry_run`` only counts.
+        and a fresh epoch. The digest of every deleted row's dedupe key is kept, so
+        an append never stores that row again. Returns rows deleted per partition
+        (only those that lost any). At least one selector is required. ``dry_run``
+        only counts.
         """
         with self._transaction() as db:
             where, params = _purge_filter(db, source_id, session_id, directory, before)
             deleted = dict(db.execute(
                 f"SELECT part, COUNT(*) FROM evidence WHERE {where} GROUP BY part", params))
+            names = dict(db.execute("SELECT id, name FROM partitions"))
             if deleted and not dry_run:
+                for part in deleted:
+                    db.execute(f"INSERT OR IGNORE INTO purged_keys (digest) SELECT "
+                               f"key_digest(?, key) FROM evidence WHERE {where} AND part = ? "
+                               f"AND key IS NOT NULL", (names[part], *params, part))
                 scopes = [r[0] for r in db.execute(
                     f"SELECT DISTINCT scope FROM evidence WHERE {where}", params)]
                 gone = db.execute(f"SELECT COUNT(*), part, scope, git_remote FROM evidence "
@@ -231,13 +392,13 @@ class Store:
                 db.executemany("DELETE FROM scopes WHERE id = ? AND NOT EXISTS "
                                "(SELECT 1 FROM evidence WHERE scope = ?)",
                                [(s, s) for s in scopes])
-            names = dict(db.execute("SELECT id, name FROM partitions"))
-        self._scope_ids.clear()
+                db.execute(schema.BUMP_PURGE_SEQ)
         return {names[part]: count for part, count in deleted.items()}
 
     def drop_partition(self, name: str) -> None:
         """Delete a partition and all its rows. A later append under the same name
-        starts a new partition with an epoch never used before."""
+        starts a new partition with an epoch never used before. Unlike a purge,
+        no key is recorded: the partition can be filled again."""
         with self._transaction() as db:
             found = db.execute("SELECT id FROM partitions WHERE name = ?", (name,)).fetchone()
             if found is None:
@@ -247,8 +408,7 @@ class Store:
             db.execute("DELETE FROM partitions WHERE id = ?", found)
             db.execute("DELETE FROM scopes WHERE NOT EXISTS "
                        "(SELECT 1 FROM evidence WHERE scope = scopes.id)")
-        self._part_ids.pop(name, None)
-        self._scope_ids.clear()
+            db.execute(schema.BUMP_PURGE_SEQ)
 
     # -- cheap reads (no row is read) ----------------------------------------
 
@@ -262,6 +422,22 @@ class Store:
         found = self._query("SELECT cursor FROM source_cursors WHERE source = ?", (source,))
         return found[0][0] if found else None
 
+    def source_health(self) -> dict[str, SourceHealth]:
+        """What was skipped and what failed, per source that ever skipped or failed."""
+        try:
+            found = self._query("SELECT source, skipped, failures, last_error, last_error_at "
+                                "FROM source_health ORDER BY source")
+        except StoreError:
+            if self.read_only and not self._has_table("source_health"):
+                return {}  # a store written before health was kept
+            raise
+        return {source: SourceHealth(_decode_counts(skipped), failures, error, at)
+                for source, skipped, failures, error, at in found}
+
+    def _has_table(self, name: str) -> bool:
+        return bool(self._query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                                (name,)))
+
     def head_position(self) -> int:
         """The highest position ever assigned (0 when no row was ever appended)."""
         found = self._query("SELECT seq FROM sqlite_sequence WHERE name = 'evidence'")
@@ -274,6 +450,37 @@ class Store:
         return {"partitions": len(parts), "rows": sum(v.row_count for v in parts.values()),
                 "scopes": scopes, "head_position": self.head_position()}
 
+
+def describe_failure(path: Path, exc: sqlite3.DatabaseError) -> str:
+    """One line naming ``path`` and why SQLite could not use it."""
+    reason = _sqlite_reason(exc)
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    if path.is_dir():
+        return f"{path}: is a folder, not an evidence store"
+    if name.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
+        return f"{path}: not an evidence store, or damaged ({reason})"
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+        return (f"{path}: busy: another process held it for over "
+                f"{schema.BUSY_TIMEOUT_MS / 1000:g} s ({reason})")
+    if name.startswith("SQLITE_FULL") or _disk_full(path):
+        return f"{path}: cannot be written: no space left on device ({reason})"
+    if name.startswith("SQLITE_READONLY"):
+        return f"{path}: cannot be written ({reason})"
+    return f"{path}: cannot be used ({reason})"
+
+
+def _disk_full(path: Path) -> bool:
+    try:
+        found = os.statvfs(path.parent)
+    except OSError:
+        return False
+    return found.f_bavail == 0
+
+
+def _create_tables(db: sqlite3.Connection) -> None:
+    for statement in schema.DDL.split(";"):
+        if statement.strip():
+            db.execute(statement)
 
 
 def _check_version(path: Path, values: dict[str, str]) -> None:
@@ -289,8 +496,20 @@ def _sqlite_reason(exc: sqlite3.DatabaseError) -> str:
 
 
 def _next_epoch(db: sqlite3.Connection) -> int:
-    return db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 "
-                      "WHERE key = 'epoch_seq' RETURNING CAST(value AS INTEGER)").fetchone()[0]
+    found: int = db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = "
+                            "'epoch_seq' RETURNING CAST(value AS INTEGER)").fetchone()[0]
+    return found
+
+
+def _text_ok(text: str) -> bool:
+    """Whether SQLite can store ``text`` (UTF-8 cannot hold a lone surrogate)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _check_row(index: int, row: Any) -> None:
@@ -300,6 +519,89 @@ def _check_row(index: int, row: Any) -> None:
         raise RecordError(f"evidence row {index}: partition must not be empty")
     if not row.source_id:
         raise RecordError(f"evidence row {index}: source_id must not be empty")
+
+
+def _unseen(db: sqlite3.Connection, prepared: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """``prepared`` without keyed rows that are already stored, were purged, or
+    repeat an earlier row of the batch. One indexed query per partition (and one
+    for purged keys, when any purge ever recorded one), not one per row."""
+    keys: dict[int, list[str]] = {}
+    for values in prepared:
+        if values[6] is not None:
+            keys.setdefault(values[0], []).append(values[6])
+    if not keys:
+        return prepared
+    stored: set[tuple[int, str]] = set()
+    for part, part_keys in keys.items():
+        stored.update((part, key) for (key,) in db.execute(
+            schema.STORED_KEYS, (part, _json_list.encode(part_keys))))
+    purged: set[str] = set()
+    if db.execute(schema.ANY_PURGED).fetchone() is not None:
+        digests = [schema.key_digest(values[7], values[6])
+                   for values in prepared if values[6] is not None]
+        purged.update(d for (d,) in db.execute(schema.PURGED_DIGESTS,
+                                                (_json_list.encode(digests),)))
+    fresh: list[tuple[Any, ...]] = []
+    for values in prepared:
+        key = values[6]
+        if key is not None:
+            seen = (values[0], key)
+            if seen in stored or (purged and schema.key_digest(values[7], key) in purged):
+                continue
+            stored.add(seen)
+        fresh.append(values)
+    return fresh
+
+
+def _note_health(db: sqlite3.Connection, source: str, skipped: list[Mapping[str, int]], *,
+                 recovered: bool) -> None:
+    """Add ``skipped`` counts to ``source``'s health and, when ``recovered``, set its
+    failure count back to 0; writes only when that changes something."""
+    if not any(skipped) and not recovered:
+        return
+    health = _health(db, source)
+    if not any(skipped) and not health.failures:
+        return
+    for counts in skipped:
+        for reason, n in counts.items():
+            health.skipped[reason] = health.skipped.get(reason, 0) + n
+    if recovered:
+        health.failures = 0
+    _save_health(db, source, health)
+
+
+def _health(db: sqlite3.Connection, source: str) -> SourceHealth:
+    found = db.execute("SELECT skipped, failures, last_error, last_error_at FROM source_health "
+                       "WHERE source = ?", (source,)).fetchone()
+    if found is None:
+        return SourceHealth()
+    return SourceHealth(_decode_counts(found[0]), found[1], found[2], found[3])
+
+
+def _save_health(db: sqlite3.Connection, source: str, health: SourceHealth) -> None:
+    db.execute("INSERT INTO source_health (source, skipped, failures, last_error, last_error_at) "
+               "VALUES (?, ?, ?, ?, ?) ON CONFLICT (source) DO UPDATE SET skipped = "
+               "excluded.skipped, failures = excluded.failures, last_error = "
+               "excluded.last_error, last_error_at = excluded.last_error_at",
+               (source, json.dumps(health.skipped, sort_keys=True), health.failures,
+                health.last_error, health.last_error_at))
+
+
+def _decode_counts(text: str) -> dict[str, int]:
+    try:
+        counts = msgspec.json.decode(text, type=dict[str, int])
+    except msgspec.DecodeError:
+        return {}
+    return counts
+
+
+def _clean_counts(counts: Any) -> dict[str, int]:
+    """A source's ``skipped`` counts, keeping only positive ints under text reasons."""
+    if not isinstance(counts, Mapping):
+        return {}
+    return {str(reason): n for reason, n in counts.items()
+            if isinstance(n, int) and not isinstance(n, bool) and n > 0
+            and _text_ok(str(reason))}
 
 
 def _purge_filter(db: sqlite3.Connection, source_id: str | None, session_id: str | None,
@@ -320,7 +622,8 @@ def _purge_filter(db: sqlite3.Connection, source_id: str | None, session_id: str
     if before is not None:
         cutoff = parse(before)
         if cutoff is None:
-            raise StoreError(f"purge before {before!r}: not an ISO-8601 timestamp")
+            raise StoreError(f"purge before {before!r}: not an ISO-8601 timestamp "
+                             "naming a moment in years 0001 to 9999 (UTC)")
         # Canonical timestamps compare as text; an unparseable ts is never matched.
         clauses.append("ts < ? AND ts GLOB '[0-9][0-9][0-9][0-9]-*Z'")
         params.append(format_utc(cutoff, "micro"))

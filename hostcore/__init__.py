@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
+
+# The generation of the hook API (hostcore.plugin.hookspecs). Hooks only ever gain
+# arguments and new hooks are only ever added, so one counter is enough: it goes up
+# by one with each release that adds a hook or an argument, and never goes down.
+# docs/releasing.md says how it moves; tests/test_packaging_hook_api.py keeps it honest.
+HOOK_API_VERSION = 1
 
 # name -> module that defines it; resolved on first attribute access (PEP 562).
 _LAZY = {
@@ -25,6 +31,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "HOOK_API_VERSION",
     "ConfigError",
     "Event",
     "EventSpec",

@@ -162,7 +162,8 @@ def test_plugins_json_has_the_documented_keys(hostcore_cli, register_plugin):
     assert result.exit_code == 0
     infos = {i["name"]: i for i in json.loads(result.stdout)}
     assert set(infos["workers"]) == {"name", "distribution", "version", "status", "hooks",
-                                     "registrations", "error", "traceback"}
+                                     "registrations", "error", "traceback",
+                                     "requires_hostcore", "hook_api"}
     assert infos["workers"]["registrations"] == [
         {"kind": "worker", "name": "fine", "available": True, "reason": None}]
     assert infos["hostcore.plugin.core"]["status"] == "builtin"

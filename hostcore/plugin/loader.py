@@ -16,6 +16,14 @@ A plugin may be named by its distribution (``hostcore-gh``) or its entry point
 plugin is reported on stderr, naming it.
 
 Built-in plugins (the host's own hookimpls) always load and cannot be disabled.
+
+A plugin states the hostcore versions it supports in its distribution's dependency
+on ``hostcore`` (``Requires-Dist: hostcore>=0.2,<0.3``). Before importing an
+entry-point plugin the loader checks that range against the running host, and fails
+a plugin built for another host version with a message naming both ("built for
+hostcore >=0.2,<0.3; this is 0.4.0") rather than letting it break later in a
+confusing way. Each distribution's metadata is read once, and the range is only
+evaluated for plugins that are going to be loaded.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ import logging
 import re
 import traceback
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import msgspec
 import pluggy
@@ -65,7 +73,12 @@ class Registration(msgspec.Struct):
 
 
 class PluginInfo(msgspec.Struct):
-    """What ``hostcore plugins --json`` reports for one plugin (stable keys)."""
+    """What ``hostcore plugins --json`` reports for one plugin (stable keys).
+
+    ``requires_hostcore`` is the range of host versions the plugin's distribution
+    states (``None`` when it states none, or when the plugin was blocked and so not
+    looked at); ``hook_api`` is the host's ``HOOK_API_VERSION``, on built-ins only.
+    """
 
     name: str
     distribution: str | None
@@ -75,6 +88,8 @@ class PluginInfo(msgspec.Struct):
     registrations: list[Registration] = msgspec.field(default_factory=list)
     error: str | None = None
     traceback: str | None = None
+    requires_hostcore: str | None = None
+    hook_api: int | None = None
 
 
 class PluginSet:
@@ -159,7 +174,7 @@ def load_plugins(
         # A broken built-in is hostcore's own bug: never swallow it.
         plugins.pm.register(module, name=module_name)
         info = PluginInfo(name=module_name, distribution="hostcore", version=_host_version(),
-                          status="builtin")
+                          status="builtin", hook_api=_hook_api_version())
         info.hooks = sorted(h.name for h in plugins.pm.get_hookcallers(module) or ())
         plugins.infos[module_name] = info
         plugins._objects[module_name] = module
@@ -194,10 +209,10 @@ def _load_entry_points(plugins: PluginSet, env: Mapping[str, str]) -> None:
     block = _name_set(env.get(ENV_BLOCK, ""))
     chosen = (allow or set()) | block
     matched: set[str] = set()
-    labels: dict[int, tuple[str, str | None]] = {}
+    labels: dict[int, DistLabel] = {}
     seen: set[tuple[str, str]] = set()
     for ep in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP):
-        dist_name, version = _label(ep.dist, labels)
+        dist_name, version, requires = _label(ep.dist, labels)
         if (dist_name, ep.name) in seen:  # the same dist on sys.path twice
             continue
         seen.add((dist_name, ep.name))
@@ -210,6 +225,12 @@ def _load_entry_points(plugins: PluginSet, env: Mapping[str, str]) -> None:
         if (allow is not None and not names & allow) or names & block:
             info.status = "blocked"
             plugins._record(info)
+            continue
+        info.requires_hostcore, refusal = host_range_check(requires, _host_version())
+        if refusal:
+            # Refused before import: code built for another host may fail at import,
+            # or worse, later, with an error that does not say why.
+            plugins.fail(info, f"PluginLoadError: {refusal}")
             continue
         try:
             obj = ep.load()
@@ -224,19 +245,28 @@ def _load_entry_points(plugins: PluginSet, env: Mapping[str, str]) -> None:
                         name)
 
 
-def _label(dist: Any, cache: dict[int, tuple[str, str | None]]) -> tuple[str, str | None]:
-    """A distribution's (name, version), read once from its metadata's header lines.
+class DistLabel(NamedTuple):
+    """What the loader reads from a distribution's core metadata."""
 
-    Read by hand, not through ``dist.name``/``dist.version``: those parse the
-    whole file with the ``email`` package on every access, the largest cost of
-    listing plugins (benchmarks/startup.py).
+    name: str
+    version: str | None
+    requires: tuple[str, ...]  # every Requires-Dist line, as written
+
+
+def _label(dist: Any, cache: dict[int, DistLabel]) -> DistLabel:
+    """A distribution's name, version and requirements, read once from its header lines.
+
+    Read by hand, not through ``dist.name``/``dist.version``/``dist.requires``:
+    those parse the whole file with the ``email`` package on every access, the
+    largest cost of listing plugins (benchmarks/startup.py).
     """
     if dist is None:
-        return "unknown", None
+        return DistLabel("unknown", None, ())
     found = cache.get(id(dist))
     if found is None:
         name: str | None = None
         version: str | None = None
+        requires: list[str] = []
         text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
         for line in text.splitlines():
             if not line:
@@ -246,8 +276,62 @@ def _label(dist: Any, cache: dict[int, tuple[str, str | None]]) -> tuple[str, st
                 name = value.strip()
             elif key == "Version":
                 version = value.strip()
-        found = cache[id(dist)] = (name or "unknown", version)
+            elif key == "Requires-Dist":
+                requires.append(value.strip())
+        found = cache[id(dist)] = DistLabel(name or "unknown", version, tuple(requires))
     return found
+
+
+# How a stated range's clauses are shown: lower bounds first, as people write them
+# (">=0.2,<0.3"), whatever order the build backend stored them in.
+_CLAUSE_ORDER = {">=": 0, ">": 0, "~=": 0, "==": 1, "===": 1, "!=": 2, "<=": 3, "<": 3}
+
+
+def host_range_check(requires: Iterable[str], host_version: str
+                     ) -> tuple[str | None, str | None]:
+    """The hostcore range ``requires`` states, and why it refuses ``host_version``.
+
+    Returns ``(stated, refusal)``. ``stated`` joins the clauses of every
+    requirement on ``hostcore`` that applies here (environment markers evaluated,
+    extras left out), or is ``None`` when none states a range. ``refusal`` is
+    ``None`` when ``host_version`` is in that range, else the sentence to report.
+    A requirement that cannot be parsed states nothing: a plugin is loaded rather
+    than refused on doubt. A pre-release host counts as in range, so a
+    development build loads the plugins it is developed with.
+    """
+    lines = [r for r in requires if canonical_name(_requirement_name(r)) == PROJECT_NAME]
+    if not lines:
+        return None, None
+    # Imported here, not at the top: only a plugin being loaded pays for it.
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.specifiers import Specifier
+    from packaging.version import InvalidVersion, Version
+
+    clauses: list[Specifier] = []
+    for line in lines:
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+            clauses.extend(requirement.specifier)
+    if not clauses:
+        return None, None
+    clauses.sort(key=lambda c: _CLAUSE_ORDER.get(c.operator, 1))
+    stated = ",".join(str(c) for c in clauses)
+    try:
+        version = Version(host_version)
+    except InvalidVersion:
+        return stated, None
+    if all(c.contains(version, prereleases=True) for c in clauses):
+        return stated, None
+    return stated, f"built for hostcore {stated}; this is {host_version}"
+
+
+def _requirement_name(line: str) -> str:
+    """The project name a requirement line starts with (PEP 508), before parsing it."""
+    match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", line)
+    return match.group(1) if match else ""
 
 
 def canonical_name(name: str) -> str:
@@ -278,3 +362,9 @@ def _host_version() -> str:
     from hostcore import __version__
 
     return __version__
+
+
+def _hook_api_version() -> int:
+    from hostcore import HOOK_API_VERSION
+
+    return HOOK_API_VERSION

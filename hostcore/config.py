@@ -43,6 +43,9 @@ class PollSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """``[poll]``: the work-item poller."""
 
     interval_seconds: PositiveSeconds = 60.0
+    # How long one poll cycle may spend asking providers; what is left waits for the
+    # next cycle. Well under the default interval, so a hung tracker cannot stall it.
+    cycle_budget_seconds: PositiveSeconds = 40.0
 
 
 class Settings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

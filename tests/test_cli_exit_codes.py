@@ -193,7 +193,7 @@ def test_config_json_shows_the_effective_settings_and_source(hostcore_cli, tmp_p
     data = json.loads(result.stdout)
     assert data["source"] == str(root / "hostcore.toml")
     assert data["settings"]["run"]["interval_seconds"] == 7.0
-    assert data["settings"]["poll"] == {"interval_seconds": 60.0}
+    assert data["settings"]["poll"]["interval_seconds"] == 60.0
 
 
 def run_hostcore(args, env, timeout=60):

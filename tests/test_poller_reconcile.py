@@ -263,10 +263,11 @@ def test_an_unparsable_timestamp_is_due(rig, bad):
     assert poll is not None and poll.closure_checked_at == ts(NOW)
 
 
-def test_a_future_timestamp_is_not_due(rig):
-    rig.plant("o/r#1", last=ts(NOW + timedelta(days=3)))
+def test_a_timestamp_less_than_a_window_ahead_is_not_due(rig):
+    rig.plant("o/r#1", last=ts(NOW + WINDOW))
     rig.plant("o/r#2", last=LONG_AGO, checked=ts(NOW + timedelta(seconds=1)))
-    assert rig.cycle().ledger_checks == 0
+    summary = rig.cycle()
+    assert summary.ledger_checks == 0 and summary.future_stamps == 0
     assert rig.ledger.written == []
 
 
@@ -397,14 +398,17 @@ def test_an_unanswerable_record_does_not_starve_the_rest(tmp_path):
     assert rig.record("o/r#999999").ended is None
 
 
-def test_a_forged_future_timestamp_only_delays(rig):
-    rig.plant("o/r#1", last=ts(NOW + timedelta(days=30)))
+def test_a_forged_future_timestamp_delays_at_most_a_window(rig):
+    rig.plant("o/r#1", last=ts(NOW + WINDOW - timedelta(minutes=1)))
+    rig.plant("o/r#2", last=ts(NOW + timedelta(days=30)))  # beyond the window: due now
     rig.provider.answers["o/r#1"] = Closure(state="closed")
     rig.cycle()
-    assert rig.provider.asked == [] and rig.record("o/r#1").ended is None
-    rig.now = NOW + timedelta(days=30) + WINDOW
+    assert rig.provider.asked == ["o/r#2"] and rig.record("o/r#1").ended is None
+    repaired = rig.record("o/r#2").poll
+    assert repaired.last_polled_at == "" and repaired.closure_checked_at == ts(NOW)
+    rig.now = NOW + 2 * WINDOW
     rig.cycle()
-    assert rig.provider.asked == ["o/r#1"] and rig.record("o/r#1").ended is not None
+    assert "o/r#1" in rig.provider.asked and rig.record("o/r#1").ended is not None
 
 
 @pytest.mark.parametrize(

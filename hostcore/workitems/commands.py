@@ -6,11 +6,20 @@ A module-level click command; the built-in plugin in
 
 from __future__ import annotations
 
+import threading
+import time
+
 import click
 
+from hostcore.files import LockBusy
 from hostcore.host import Host
 from hostcore.plugin.cli import emit_json, json_option, pass_host, stop_on_signals
 from hostcore.workitems.poller import PollSummary
+
+# While waiting for the step lock, or for the next cycle, look at the stop event (and
+# re-read the config file) this often, so SIGTERM is honoured and an edited interval
+# is picked up within about a second.
+WAIT_SLICE_SECONDS = 1.0
 
 
 @click.command("poll")
@@ -20,29 +29,80 @@ from hostcore.workitems.poller import PollSummary
 def poll_command(host: Host, once: bool, as_json: bool) -> None:
     """Poll every work-item provider: list items, note changes, reconcile closures.
 
-    With --once, one cycle, then exit 0, or 1 when a provider was unavailable or
-    could not list. Without it, a cycle every [poll] interval_seconds until SIGINT
-    or SIGTERM, which stop it after the current cycle.
+    With --once, one cycle, then exit 0, or 1 when a configured scope failed or was
+    interrupted, a listing raised, a configured provider was unavailable, the
+    ledger could not be written, or a stop signal cut the cycle short; each is
+    named on stderr. A provider that is merely not configured is reported as
+    unavailable and does not fail the run. When another process holds the root's
+    step lock, --once waits up to [run] lock_wait_seconds, then exits 1 naming
+    the holder.
 
-    Keys of --json (one object per provider): provider, available, listing,
-    scopes, listed, new, changed, commented, tracked_checks, ledger_checks,
-    closures, errors, duration_ms.
+    Without --once, a cycle every [poll] interval_seconds (re-read from the
+    config file while it waits) until SIGINT or SIGTERM. Each cycle spends at
+    most [poll] cycle_budget_seconds asking providers; a stop signal ends a cycle
+    within about two seconds (a running gh is killed).
+
+    Keys of --json (one object per provider): provider, available, configured,
+    listing, scopes, unlisted, listed, new, changed, commented, tracked_checks,
+    ledger_checks, closures, moved, paused, future_stamps, budget_spent,
+    ledger_error, errors, duration_ms.
     """
+    stop = stop_on_signals()
     if once:
-        with host.step_lock():
-            summaries = host.poller.cycle()
+        host.activity = "hostcore poll --once"
+        summaries = _cycle(host, stop, host.config.settings.run.lock_wait_seconds)
+        if summaries is None:
+            click.echo("hostcore: poll: stopped before the cycle ran", err=True)
+            raise SystemExit(1)
         _report(summaries, as_json)
-        if any(not s.available or s.listing == "failed" for s in summaries):
+        failed = [f"{s.provider}: {', '.join(found)}" for s in summaries
+                  if (found := s.failures())]
+        if stop.is_set():
+            failed.append("stopped before the cycle finished")
+        if failed:
+            click.echo(f"hostcore: poll: not everything was polled: {'; '.join(failed)}",
+                       err=True)
             raise SystemExit(1)
         return
-    stop = stop_on_signals()
+    host.activity = "hostcore poll"
     click.echo(f"hostcore: polling from {host.root} (Ctrl-C to stop)", err=True)
     while not stop.is_set():
-        with host.step_lock():
-            summaries = host.poller.cycle(stop)
+        started = time.monotonic()
+        summaries = _cycle(host, stop, None)
+        if summaries is None:
+            break
         _report(summaries, as_json)
-        stop.wait(host.config.settings.poll.interval_seconds)
+        _wait_for_next_cycle(host, stop, started)
     click.echo("hostcore: stopped", err=True)
+
+
+def _cycle(host: Host, stop: threading.Event, wait: float | None) -> list[PollSummary] | None:
+    """One cycle under the step lock, waiting for it up to ``wait`` seconds (``None``:
+    until a stop). Returns ``None`` when a stop came first; raises
+    :class:`~hostcore.files.LockBusy` naming the holder when the wait ran out."""
+    started = time.monotonic()
+    while not stop.is_set():
+        waited = time.monotonic() - started
+        timeout = WAIT_SLICE_SECONDS if wait is None \
+            else max(0.0, min(WAIT_SLICE_SECONDS, wait - waited))
+        try:
+            with host.step_lock(timeout=timeout):
+                return host.poller.cycle(stop)
+        except LockBusy as busy:
+            if wait is not None and time.monotonic() - started >= wait:
+                raise LockBusy(busy.path, busy.holder, wait) from None
+    return None
+
+
+def _wait_for_next_cycle(host: Host, stop: threading.Event, started: float) -> None:
+    """Wait until ``[poll] interval_seconds`` after ``started``, re-reading the config
+    file every slice so an edited interval counts from the cycle that began."""
+    while not stop.is_set():
+        left = started + host.reload_settings().poll.interval_seconds - time.monotonic()
+        if left <= 0:
+            return
+        stop.wait(min(left, WAIT_SLICE_SECONDS))
+
 
 def _report(summaries: list[PollSummary], as_json: bool) -> None:
     if as_json:
@@ -54,9 +114,15 @@ def _report(summaries: list[PollSummary], as_json: bool) -> None:
         if not s.available:
             click.echo(f"poll: {s.provider}: unavailable: {s.errors[0]}", err=True)
             continue
+        moved = f", {s.moved} moved" if s.moved else ""
+        paused = f", {s.paused} paused" if s.paused else ""
         click.echo(
             f"poll: {s.provider}: listing {s.listing}, {s.listed} listed, {s.new} new, "
-            f"{s.changed} changed, {s.closures} closed, {s.tracked_checks} tracked and "
-            f"{s.ledger_checks} ledger-only checks, {len(s.errors)} error(s)", err=True)
+            f"{s.changed} changed, {s.closures} closed{moved}, {s.tracked_checks} tracked and "
+            f"{s.ledger_checks} ledger-only checks{paused}, {len(s.errors)} error(s)",
+            err=True)
         for error in s.errors:
             click.echo(f"poll: {s.provider}: {error}", err=True)
+        if s.budget_spent:
+            click.echo(f"poll: {s.provider}: the cycle's time budget ran out; the rest "
+                       "waits for the next cycle", err=True)

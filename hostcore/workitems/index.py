@@ -140,9 +140,14 @@ class LedgerIndex:
     # -- writes ----------------------------------------------------------------------
 
     def recorded(self, slug: str, record: PortableRecord, size: int, mtime_ns: int) -> None:
-        """Take in a record the ledger just wrote (under its lock)."""
+        """Take in a record the ledger just wrote (under its lock, after :meth:`fresh`).
+
+        Only that write moved the folder since :meth:`fresh` (writers hold the
+        lock), so the row and the folder's new mtime are all there is to take in:
+        no re-synchronisation, which would stat every record per write.
+        """
         with self._mutex:
-            db = self.fresh()
+            db = self._open()
             try:
                 with db:
                     _put(db, slug, record, size, mtime_ns)

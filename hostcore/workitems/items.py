@@ -21,8 +21,8 @@ from hostcore.errors import HostcoreError
 MAX_REF_LENGTH = 512
 
 ScopeStatus = Literal["complete", "failed", "interrupted", "degraded"]
-ClosureState = Literal["open", "closed", "merged"]
-EventKind = Literal["opened", "changed", "commented", "closed"]
+ClosureState = Literal["open", "closed", "merged", "moved"]
+EventKind = Literal["opened", "changed", "commented", "closed", "moved"]
 
 
 class WorkItemRef(msgspec.Struct, frozen=True, order=True):
@@ -75,9 +75,16 @@ class ScopeListing(msgspec.Struct, frozen=True, kw_only=True):
 
     ``complete`` means every item of the scope is in ``items``; ``failed`` that
     nothing usable came back; ``interrupted`` that listing stopped part way (a page
-    budget, a stop request); ``degraded`` that the provider is throttled in this
-    scope (a rate limit) and will not be asked more this cycle. Only a complete
-    scope proves an item is no longer open.
+    budget, the cycle's time budget, a stop request); ``degraded`` that the
+    provider is throttled in this scope (a rate limit) and will not be asked more
+    this cycle. A complete scope proves, for its own scope only, that an item
+    missing from it is no longer open.
+
+    ``changed_since`` lets an interrupted scope prove part of that: set, it says
+    that every open item whose change marker (``WorkItem.updated_at``) sorts after
+    it as text is in ``items`` (a listing ordered by last change, newest first,
+    stopped part way). The poller then reconciles the records last seen with a
+    later marker and pauses the rest. Leave it empty unless the markers sort as text.
     """
 
     scope: str
@@ -85,6 +92,7 @@ class ScopeListing(msgspec.Struct, frozen=True, kw_only=True):
     items: tuple[WorkItem, ...] = ()
     reason: str = ""
     reset_at: str = ""
+    changed_since: str = ""
 
 
 class Listing(msgspec.Struct, frozen=True):
@@ -101,22 +109,25 @@ class Listing(msgspec.Struct, frozen=True):
 
     @property
     def reconcilable(self) -> bool:
-        """True when absence from this listing means something: no scope failed
-        or was interrupted (a degraded scope's refs are skipped one by one)."""
+        """True when every scope's absences mean something: no scope failed or was
+        interrupted. The poller reconciles scope by scope either way."""
         return not any(s.status in ("failed", "interrupted") for s in self.scopes)
 
 
 class Closure(msgspec.Struct, frozen=True, kw_only=True):
     """A provider's answer to "did this item end?".
 
-    ``state`` is ``open``, ``closed`` or ``merged`` (pull requests);
-    ``state_reason`` is the provider's reason (``completed``, ``not_planned``…).
+    ``state`` is ``open``, ``closed`` or ``merged`` (pull requests), or ``moved``
+    when the item now lives under another ref (a transfer, a renamed scope):
+    ``moved_to`` names it. ``state_reason`` is the provider's reason
+    (``completed``, ``not_planned``…).
     """
 
     state: ClosureState
     state_reason: str = ""
     closed_at: str = ""
     closed_by: str = ""
+    moved_to: str = ""
 
     @property
     def ended(self) -> bool:
@@ -144,7 +155,9 @@ class WorkItemEvent(msgspec.Struct, frozen=True, kw_only=True):
     """What ``hostcore_work_item_event`` receives.
 
     ``item`` is set for ``opened``, ``changed`` and ``commented``; ``closure`` for
-    ``closed``. ``comment_ids`` lists the new comments of a ``commented`` event.
+    ``closed`` and ``moved`` (``closure.moved_to`` is the item's new ref; a moved
+    item is not announced ``opened`` again under it). ``comment_ids`` lists the
+    new comments of a ``commented`` event.
     ``at`` is when the poller saw it (UTC ``%Y-%m-%dT%H:%M:%SZ``).
     """
 

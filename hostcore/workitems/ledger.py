@@ -28,6 +28,8 @@ from hostcore.files import atomic_write, file_lock
 from hostcore.workitems.index import IndexEntry, LedgerCounters, LedgerIndex
 from hostcore.workitems.records import (
     DECISIONS,
+    ENDED,
+    POLL,
     EndedStamp,
     GiveUp,
     PollSection,
@@ -36,6 +38,7 @@ from hostcore.workitems.records import (
     decode_record,
     encode_record,
     slug_for,
+    without_future,
 )
 
 __all__ = [
@@ -51,6 +54,10 @@ __all__ = [
 ]
 
 log = logging.getLogger("hostcore.workitems.ledger")
+
+# A stamp past the horizon reads as unparsable: "" sorts first. (The ORDER BY's
+# parameter follows the WHERE clause's two.)
+_HORIZON_ORDER = "CASE WHEN absent_since > ? THEN '' ELSE absent_since END, ref"
 
 
 class Ledger:
@@ -169,11 +176,29 @@ class Ledger:
         """Unstamped records with a session, control, graph or collaborators section."""
         return self.index.entries("class = 'tracked'", ())
 
-    def ledger_only_due(self, cutoff: str) -> list[IndexEntry]:
+    def ledger_only_due(self, cutoff: str, horizon: str = "") -> list[IndexEntry]:
         """Unstamped poll-only records whose ``absent_since`` is at or before ``cutoff``
-        (an unparsable pair sorts as ``""``: due), longest-absent first, then by ref."""
-        return self.index.entries("class = 'ledger_only' AND absent_since <= ?", (cutoff,),
-                                  order="absent_since, ref")
+        (an unparsable pair sorts as ``""``: due), longest-absent first, then by ref.
+
+        With ``horizon``, an ``absent_since`` later than it reads as unparsable: due,
+        and first. (The index keeps the later stamp only; the caller re-reads the
+        record and judges each stamp on its own.)
+        """
+        if not horizon:
+            return self.index.entries("class = 'ledger_only' AND absent_since <= ?", (cutoff,),
+                                      order="absent_since, ref")
+        return self.index.entries(
+            "class = 'ledger_only' AND (absent_since <= ? OR absent_since > ?)",
+            (cutoff, horizon, horizon), order=_HORIZON_ORDER)
+
+    def stamped_and_polled(self) -> list[IndexEntry]:
+        """Records with both ``ended`` and ``poll``: a close path that stopped between
+        its stamp and its forget (the process was killed), or one under way now."""
+        return self.entries(with_bits=POLL | ENDED)
+
+    def polled_unstamped(self) -> list[IndexEntry]:
+        """Unstamped records with a ``poll`` section, whoever owns them."""
+        return self.entries(with_bits=POLL, without_bits=ENDED)
 
     def decision_members(self) -> dict[str, str]:
         """``{ref: decision_member(record)}`` for every well-formed record carrying a decision.
@@ -252,17 +277,21 @@ class PollState:
         parses, which the poller reads as due)."""
         return absent_since_of(self.get(ref))
 
-    def note_closure_check(self, ref: str, checked_at: str) -> None:
+    def note_closure_check(self, ref: str, checked_at: str, horizon: str = "") -> None:
         """Record that the provider was asked about ``ref`` and did not say it closed.
 
-        Writes ``closureCheckedAt`` and nothing else, in one write. A record with no
-        ``poll`` section (or none at all) is left alone.
+        Writes ``closureCheckedAt`` in one write; with ``horizon``, a
+        ``lastPolledAt`` later than it (a wrong clock's) is cleared in the same
+        write, and nothing else changes. A record with no ``poll`` section (or none
+        at all) is left alone.
         """
 
         def stamp(record: PortableRecord) -> PortableRecord | None:
             if record.poll is None:
                 return None
             poll = msgspec.structs.replace(record.poll, closure_checked_at=checked_at)
+            if horizon:
+                poll = without_future(poll, horizon)
             return msgspec.structs.replace(record, poll=poll)
 
         self.ledger.update(ref, stamp)

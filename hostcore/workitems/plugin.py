@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from hostcore.errors import HostcoreError
 from hostcore.plugin.markers import hookimpl
 from hostcore.plugin.registration import WorkerResult
 from hostcore.telemetry import EventSpec
@@ -29,17 +30,21 @@ EVENTS = (
         "poll.cycle",
         {"available": bool, "listing": ("complete", "partial", "failed", "none"),
          "listed": int, "new": int, "changed": int, "tracked_checks": int,
-         "ledger_checks": int, "closures": int, "errors": int, "duration_ms": int,
-         **_SCOPE_COUNTS},
+         "ledger_checks": int, "closures": int, "moved": int, "paused": int,
+         "future_stamps": int, "budget_spent": bool, "ledger_failed": bool,
+         "errors": int, "duration_ms": int, **_SCOPE_COUNTS},
         "One provider's poll cycle: its listing's outcome and scope statuses, items "
         "listed, new and changed, closure questions asked about tracked and ledger-only "
-        "records (ledger_checks and closures omitted when zero), and errors.",
+        "records, records stamped ended or moved, records paused because their scope's "
+        "listing proves nothing, stamps a wrong clock dated ahead, whether the time "
+        "budget ran out or the ledger failed (each omitted when zero or false), and "
+        "errors.",
     ),
     EventSpec(
         "poll.closure_detected",
-        {"set": _SETS, "state": ("closed", "merged")},
-        "A provider said an unlisted item ended; its record was stamped ended and its "
-        "poll section forgotten.",
+        {"set": _SETS, "state": ("closed", "merged", "moved")},
+        "A provider said an unlisted item ended (or moved to another ref); its record "
+        "was stamped ended and its poll section forgotten.",
     ),
     EventSpec(
         "poll.item_error",
@@ -58,8 +63,19 @@ EVENTS = (
 )
 
 
+class PollFailed(HostcoreError):
+    """A poll cycle ran but could not do all it should: a configured scope failed or
+    was interrupted, or the ledger could not be written. The message names them."""
+
+
 class PollWorker:
-    """Runs a poll cycle each tick, no more often than ``[poll] interval_seconds``."""
+    """Runs a poll cycle each tick, no more often than ``[poll] interval_seconds``
+    (read again from the config file each tick, so an edit takes effect at once).
+
+    The step fails (:class:`PollFailed`) when a configured scope failed or was
+    interrupted or the ledger could not be written, after the whole cycle ran; an
+    unavailable provider is reported in ``hostcore status``, not as a failure.
+    """
 
     name = "poll"
     order = 50
@@ -69,11 +85,15 @@ class PollWorker:
         self._last_cycle: float | None = None
 
     def run(self, host: Host) -> WorkerResult:
-        interval = host.config.settings.poll.interval_seconds
+        interval = host.reload_settings().poll.interval_seconds
         if self._last_cycle is not None and time.monotonic() - self._last_cycle < interval:
             return WorkerResult(counts={"skipped": 1})
         self._last_cycle = time.monotonic()
         summaries = host.poller.cycle()
+        failed = [f"{s.provider}: {', '.join(found)}" for s in summaries
+                  if s.available and (found := s.failures())]
+        if failed:
+            raise PollFailed(f"not every configured scope was polled: {'; '.join(failed)}")
         return WorkerResult(counts=_totals(summaries))
 
     def status(self) -> dict[str, Any]:
@@ -81,11 +101,16 @@ class PollWorker:
         last = self.host.poller.last
         if last:
             report["last_cycle"] = _totals(last)
+            unlisted = {f"{s.provider}:{scope}": status for s in last
+                        for scope, status in s.unlisted.items()}
+            if unlisted:
+                report["last_cycle_unlisted"] = unlisted
         return report
 
 
 def _totals(summaries: list[PollSummary]) -> dict[str, int]:
-    keys = ("listed", "new", "changed", "closures", "tracked_checks", "ledger_checks")
+    keys = ("listed", "new", "changed", "closures", "moved", "tracked_checks",
+            "ledger_checks", "paused", "future_stamps")
     totals = {key: sum(getattr(s, key) for s in summaries) for key in keys}
     totals["providers"] = len(summaries)
     totals["errors"] = sum(len(s.errors) for s in summaries)

@@ -1,38 +1,55 @@
 """The poller: list each provider's open items, note what changed, reconcile closures.
 
-One cycle, per provider:
+One cycle, per provider, within a share of ``[poll] cycle_budget_seconds``
+(:mod:`hostcore.workitems.budget`):
 
 1. **List.** ``provider.list_items()`` returns a :class:`~hostcore.workitems.items.Listing`
-   with a status per scope. New and changed items update their ``poll`` section
-   and are dispatched through ``hostcore_work_item_event``.
-2. **Reconcile**, only when no scope failed or was interrupted (absence from a
-   partial listing proves nothing), in two sets that share one question,
+   with a status per scope. Before anything is announced, a provider that can say
+   where a scope went (``relocate``) is asked about the scopes of records it no
+   longer owns, when the listing shows items the ledger has never seen: records
+   of a renamed repository are moved, not announced again. New and changed items
+   update their ``poll`` section and are dispatched through
+   ``hostcore_work_item_event``.
+2. **Finish** the close paths a killed process left between stamp and forget.
+3. **Reconcile, scope by scope.** A complete scope proves absence for its own
+   records; an interrupted one that says up to which change marker it listed
+   (``changed_since``) proves it for the records last seen changed after that;
+   the records of every other scope (failed, degraded, interrupted without a
+   marker) are *paused* and counted. Two sets share one question,
    :meth:`Poller._ask_closure`:
 
    * the *tracked set*: unstamped records with a session, control, graph or
-     collaborators section, not listed, owned by the provider, not in a degraded
-     scope — asked every cycle;
-   * the *ledger-only set*: unstamped poll-only records, not listed, and *due*:
-     the later of ``lastPolledAt`` and ``closureCheckedAt`` is at least
-     :data:`LEDGER_RECHECK_EVERY_CYCLES` times ``[poll] interval_seconds`` old (read
-     each cycle). Longest-absent first, then by ref; at most
-     :data:`LEDGER_CHECKS_PER_CYCLE` questions per provider per cycle.
+     collaborators section, not listed, owned by the provider, in a proven scope
+     — asked every cycle;
+   * the *ledger-only set*: unstamped poll-only records, not listed, in a proven
+     scope and *due*: the later of ``lastPolledAt`` and ``closureCheckedAt`` is at
+     least :data:`LEDGER_RECHECK_EVERY_CYCLES` times ``[poll] interval_seconds``
+     old (read each cycle). A stamp more than that window in the future was
+     written by a wrong clock: it reads as unparsable (due now), is counted, and
+     is cleared on the record's next write. Longest-absent first, then by ref; at
+     most :data:`LEDGER_CHECKS_PER_CYCLE` questions per provider per cycle.
 
    A closure stamps ``ended`` (clearing control and collaborators), dispatches a
    ``closed`` event, and only then forgets ``poll``: the record ends as ended
-   only, never deleted. "Still open" and an unanswerable question both leave a
+   only, never deleted. A *moved* answer (a transfer) does the same with a
+   ``moved`` stamp naming the new ref, after seeding the new ref's record when
+   the provider owns it. "Still open" and an unanswerable question both leave a
    tracked record alone and date a ledger-only one (``closureCheckedAt``, one
    write), so neither is asked again before the window passes.
 
 Time on the ledger, not a cycle counter, measures absence: ``hostcore poll --once``
-from cron is a new process every cycle.
+from cron is a new process every cycle. A ledger that cannot be written (a full
+disk) ends that provider's part of the cycle with one line in its summary; the
+other providers still run.
 """
 
 from __future__ import annotations
 
 import logging
+import sqlite3
+import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -41,6 +58,7 @@ import msgspec
 from hostcore.errors import RecordError
 from hostcore.plugin.registration import availability
 from hostcore.timestamps import format_utc, parse_exact, utc_now
+from hostcore.workitems.budget import CycleBudget, applied
 from hostcore.workitems.index import IndexEntry
 from hostcore.workitems.items import (
     Closure,
@@ -60,6 +78,7 @@ from hostcore.workitems.records import (
     PollSection,
     PortableRecord,
     absent_since_of,
+    without_future,
 )
 
 if TYPE_CHECKING:
@@ -80,9 +99,16 @@ LAST_POLLED_REFRESH_CYCLES = 5
 # After this many failed dispatches of one item's event in a row the poller gives up on
 # that version of the item (it tries again when the item changes).
 DISPATCH_GIVE_UP_AFTER = 5
+# At most this many scopes of records a provider no longer owns are asked, per provider
+# per cycle, whether they were renamed (only in a cycle that lists never-seen items).
+RELOCATE_SCOPES_PER_CYCLE = 10
 
 ClosureSet = Literal["tracked", "ledger_only"]
+Verdict = Literal["ask", "paused", "unowned"]
 Dispatch = Callable[[WorkItemEvent], int]
+# A scope whose absences prove something: "" for a complete listing, else the change
+# marker after which an interrupted listing is complete.
+Proof = dict[str, str]
 
 
 class PollSummary(msgspec.Struct, kw_only=True):
@@ -90,8 +116,10 @@ class PollSummary(msgspec.Struct, kw_only=True):
 
     provider: str
     available: bool = True
+    configured: bool = True
     listing: str = "none"  # complete | partial | failed | none
     scopes: dict[str, int] = msgspec.field(default_factory=dict)
+    unlisted: dict[str, str] = msgspec.field(default_factory=dict)
     listed: int = 0
     new: int = 0
     changed: int = 0
@@ -99,8 +127,26 @@ class PollSummary(msgspec.Struct, kw_only=True):
     tracked_checks: int = 0
     ledger_checks: int = 0
     closures: int = 0
+    moved: int = 0
+    paused: int = 0
+    future_stamps: int = 0
+    budget_spent: bool = False
+    ledger_error: str = ""
     errors: list[str] = msgspec.field(default_factory=list)
     duration_ms: int = 0
+
+    def failures(self) -> list[str]:
+        """What makes ``hostcore poll --once`` exit 1, one phrase each (names scopes):
+        an unavailable provider that is configured, a listing that raised, a scope
+        that failed or was interrupted, a ledger that could not be written."""
+        if not self.available:
+            return ["unavailable"] if self.configured else []
+        found = ["could not list"] if self.listing == "failed" else []
+        found += [f"{scope} ({status})" for scope, status in sorted(self.unlisted.items())
+                  if status in ("failed", "interrupted")]
+        if self.ledger_error:
+            found.append(f"ledger: {self.ledger_error}")
+        return found
 
 
 class Poller:
@@ -110,6 +156,8 @@ class Poller:
     :param emit: ``emit(event_name, **attributes)`` for telemetry.
     :param interval: returns ``[poll] interval_seconds``; called every cycle so a
         reloaded value is honoured.
+    :param budget: returns ``[poll] cycle_budget_seconds`` (``None``: unbounded);
+        called every cycle.
     :param clock: the current time (UTC); tests inject a fixed one.
     :param recheck_every_cycles: the window, in intervals (tests inject small ones).
     :param checks_per_cycle: the ledger-only question cap per provider per cycle.
@@ -123,6 +171,7 @@ class Poller:
         dispatch: Dispatch,
         emit: Callable[..., object],
         interval: Callable[[], float],
+        budget: Callable[[], float | None] = lambda: None,
         clock: Callable[[], datetime] = utc_now,
         recheck_every_cycles: int = LEDGER_RECHECK_EVERY_CYCLES,
         checks_per_cycle: int = LEDGER_CHECKS_PER_CYCLE,
@@ -133,6 +182,7 @@ class Poller:
         self.dispatch = dispatch
         self.emit = emit
         self.interval = interval
+        self.budget = budget
         self.clock = clock
         self.recheck_every_cycles = recheck_every_cycles
         self.checks_per_cycle = checks_per_cycle
@@ -147,42 +197,77 @@ class Poller:
             dispatch=hook_dispatcher(host),
             emit=host.emit,
             interval=lambda: host.config.settings.poll.interval_seconds,
+            budget=lambda: host.config.settings.poll.cycle_budget_seconds,
         )
 
     # -- a cycle -------------------------------------------------------------------
 
-    def cycle(self, stop: Any = None) -> list[PollSummary]:
-        """One poll cycle over every provider; a set ``stop`` event skips the rest."""
+    def cycle(self, stop: threading.Event | None = None) -> list[PollSummary]:
+        """One poll cycle over every provider; a set ``stop`` event skips the rest.
+
+        Each provider gets an equal share of what is left of the cycle's budget
+        (time one leaves unused goes to the next), so a hung provider cannot take
+        the others' time."""
+        seconds = self.budget()
+        deadline = None if seconds is None else time.monotonic() + seconds
         summaries = []
-        for provider in self.providers:
+        for index, provider in enumerate(self.providers):
             if stop is not None and stop.is_set():
                 break
-            summaries.append(self.poll_provider(provider))
+            share = None
+            if deadline is not None:
+                now = time.monotonic()
+                share = now + max(0.0, deadline - now) / (len(self.providers) - index)
+            summaries.append(self.poll_provider(provider, CycleBudget(share, stop)))
         self.last = summaries
         return summaries
 
-    def poll_provider(self, provider: Any) -> PollSummary:
+    def poll_provider(self, provider: Any, budget: CycleBudget | None = None) -> PollSummary:
+        """One provider's part of a cycle, within ``budget`` (default: unbounded)."""
+        budget = budget or CycleBudget(None)
         started = time.monotonic()
         summary = PollSummary(provider=provider.name)
-        moment = self.clock()
-        now = format_utc(moment)
         reason = availability(provider)
         if reason is not None:
             summary.available = False
+            summary.configured = _configured(provider)
             summary.errors.append(reason)
         else:
-            listing = self._list(provider, summary)
-            if listing is not None:
-                for item in listing.items:
-                    try:
-                        self._note_listed(provider, item, now, summary)
-                    except RecordError as exc:  # malformed since read: left as it is
-                        summary.errors.append(str(exc))
-                if listing.reconcilable:
-                    self._reconcile(provider, listing, moment, summary)
+            with applied(budget):
+                try:
+                    self._poll(provider, self.clock(), budget, summary)
+                except (OSError, sqlite3.DatabaseError) as exc:
+                    self._ledger_failed(summary, exc)
         summary.duration_ms = int((time.monotonic() - started) * 1000)
         self._emit_cycle(summary)
         return summary
+
+    def _poll(self, provider: Any, moment: datetime, budget: CycleBudget,
+              summary: PollSummary) -> None:
+        now = format_utc(moment)
+        window = timedelta(seconds=self.recheck_every_cycles * self.interval())
+        horizon = format_utc(moment + window)
+        listing = self._list(provider, summary)
+        if listing is None:
+            return
+        items = self._valid_items(listing, summary)
+        known = {ref: self.ledger.entry(ref) for ref, _ in items}
+        defer_first_sights = False
+        if any(entry is None for entry in known.values()):
+            defer_first_sights = not self._relocate(provider, now, budget, summary)
+            known = {ref: entry or self.ledger.entry(ref) for ref, entry in known.items()}
+        for ref, item in items:
+            if defer_first_sights and known[ref] is None:
+                continue
+            try:
+                self._note_listed(provider, ref, item, known[ref], now, horizon, summary)
+            except RecordError as exc:  # malformed since read: left as it is
+                summary.errors.append(str(exc))
+        open_refs = {ref for ref, _ in items}
+        self._finish_forgets(provider, open_refs)
+        if budget.stopped():
+            return
+        self._reconcile(provider, listing, open_refs, moment, window, budget, summary)
 
     def _list(self, provider: Any, summary: PollSummary) -> Listing | None:
         try:
@@ -204,21 +289,34 @@ class Poller:
             return None
         for scope in listing.scopes:
             summary.scopes[scope.status] = summary.scopes.get(scope.status, 0) + 1
-            if scope.status != "complete" and scope.reason:
-                summary.errors.append(f"{scope.scope}: {scope.status}: {scope.reason}")
+            if scope.status != "complete":
+                summary.unlisted[scope.scope] = scope.status
+                if scope.reason:
+                    summary.errors.append(f"{scope.scope}: {scope.status}: {scope.reason}")
         summary.listing = "complete" if listing.reconcilable else "partial"
         return listing
 
+    @staticmethod
+    def _valid_items(listing: Listing, summary: PollSummary) -> list[tuple[str, WorkItem]]:
+        """The listed items whose ref parses, as ``(ref, item)``; the others are errors."""
+        items = []
+        for item in listing.items:
+            try:
+                ref = WorkItemRef.parse(item.ref.ref).ref
+            except (AttributeError, ValueError) as exc:
+                summary.errors.append(f"listed item: {exc}")
+                continue
+            summary.listed += 1
+            items.append((ref, item))
+        return items
+
     # -- listed items ----------------------------------------------------------------
 
-    def _note_listed(self, provider: Any, item: WorkItem, now: str, summary: PollSummary) -> None:
-        try:
-            ref = WorkItemRef.parse(item.ref.ref).ref
-        except (AttributeError, ValueError) as exc:
-            summary.errors.append(f"listed item: {exc}")
-            return
-        summary.listed += 1
-        entry = self.ledger.entry(ref)
+    def _note_listed(self, provider: Any, ref: str, item: WorkItem, entry: IndexEntry | None,
+                     now: str, horizon: str, summary: PollSummary) -> None:
+        if entry is not None and parse_exact(entry.last_polled_at) \
+                and entry.last_polled_at > horizon:
+            summary.future_stamps += 1  # rewritten below: the listing is fresh proof
         if entry is not None and self._quiet(entry, item, now):
             return
         try:
@@ -270,6 +368,7 @@ class Poller:
                 new_poll = msgspec.structs.replace(
                     new_poll, dispatch_failures=0, gave_up=None,
                     announced_at=new_poll.announced_at or now)
+        new_poll = without_future(new_poll, horizon)
         summary.new += "opened" in kinds and not failures
         summary.changed += "changed" in kinds and not failures
         summary.commented += "commented" in kinds and not failures
@@ -302,48 +401,157 @@ class Poller:
         return msgspec.structs.replace(base, last_polled_at=now, updated_at=item.updated_at,
                                        seen_comments=seen[-_SEEN_COMMENTS_CAP:])
 
+    # -- moved scopes and items ----------------------------------------------------
+
+    def _relocate(self, provider: Any, now: str, budget: CycleBudget,
+                  summary: PollSummary) -> bool:
+        """Move the records of scopes the provider says were renamed into its own.
+
+        Asked only in a cycle whose listing shows never-seen items, so a renamed
+        repository's items are moved before anything is announced under the new
+        name. Returns False when a scope could not be asked (the caller then
+        defers the never-seen items a cycle rather than risk announcing them twice).
+        """
+        relocate = getattr(provider, "relocate", None)
+        if not callable(relocate):
+            return True
+        told = True
+        for scope, refs in self._stranded(provider)[:RELOCATE_SCOPES_PER_CYCLE]:
+            if budget.spent():
+                return False
+            try:
+                moves = relocate(scope, refs)
+                if not isinstance(moves, Mapping):
+                    raise TypeError(f"relocate() returned {type(moves).__name__}, not a mapping")
+            except Exception as exc:
+                told = False
+                detail = str(exc) if isinstance(exc, ProviderError) \
+                    else f"{type(exc).__name__}: {exc}"
+                summary.errors.append(f"{scope}: could not tell whether it moved: {detail}; "
+                                      "never-seen items wait for the next cycle")
+                log.info("a relocation question failed (%s)", type(exc).__name__)
+                continue
+            wanted = {ref.ref for ref in refs}
+            for old, new in sorted(moves.items()):
+                target = self._target(str(old), new)
+                if str(old) not in wanted or target is None:
+                    summary.errors.append(f"{scope}: relocate() named a move it cannot make")
+                    continue
+                try:
+                    self._move(provider, str(old), Closure(state="moved", moved_to=target),
+                               now, summary)
+                except RecordError as exc:
+                    summary.errors.append(str(exc))
+        return told
+
+    def _stranded(self, provider: Any) -> list[tuple[str, tuple[WorkItemRef, ...]]]:
+        """``(scope, refs)`` for each scope (as the provider places it) of unstamped
+        polled records it does not own; the scope seen most recently first, as a
+        renamed repository's records were seen until the configuration changed."""
+        latest: dict[str, str] = {}
+        refs: dict[str, list[WorkItemRef]] = {}
+        for entry in self.ledger.polled_unstamped():
+            scope = _foreign_scope(provider, entry.ref)
+            if scope is None:
+                continue
+            refs.setdefault(scope, []).append(WorkItemRef(entry.ref))
+            latest[scope] = max(latest.get(scope, ""), entry.absent_since)
+        order = sorted(refs, key=lambda scope: (latest[scope], scope), reverse=True)
+        return [(scope, tuple(refs[scope])) for scope in order]
+
+    @staticmethod
+    def _target(ref: str, new: object) -> str | None:
+        """``new`` as a ref, if it is one and not ``ref`` itself; else ``None``."""
+        try:
+            target = WorkItemRef.parse(new.ref if isinstance(new, WorkItemRef) else new).ref
+        except ValueError:
+            return None
+        return target if target != ref else None
+
+    def _move(self, provider: Any, ref: str, closure: Closure, now: str,
+              summary: PollSummary) -> None:
+        """``ref`` now lives at ``closure.moved_to``: seed that record (when the
+        provider owns it and it has none) with this one's sections, so the item is not
+        announced again there; then the close path stamps this one ``moved``."""
+        new = closure.moved_to
+        if _owns(provider, new):
+            record = self.ledger.read(ref)
+            if record is not None and record.ended is None:
+                seeded = msgspec.structs.replace(record, ref=new)
+
+                def seed(current: PortableRecord) -> PortableRecord | None:
+                    return None if current.sections or current.extra else seeded
+
+                self.ledger.update(new, seed)
+        self._close(provider, ref, closure, now)
+        self.state.forget(ref)
+        summary.moved += 1
+
+    def _finish_forgets(self, provider: Any, open_refs: set[str]) -> None:
+        """A record both stamped and polled, not listed, is a close path a killed
+        process left between its stamp and its forget: finish it."""
+        for entry in self.ledger.stamped_and_polled():
+            if entry.ref not in open_refs and _owns(provider, entry.ref):
+                self.state.forget(entry.ref)
+
     # -- closure reconciliation ----------------------------------------------------
 
-    def _reconcile(self, provider: Any, listing: Listing, moment: datetime,
+    def _reconcile(self, provider: Any, listing: Listing, open_refs: set[str],
+                   moment: datetime, window: timedelta, budget: CycleBudget,
                    summary: PollSummary) -> None:
         now = format_utc(moment)
-        open_refs = {item.ref.ref for item in listing.items}
-        degraded = set(listing.scopes_with("degraded"))
+        horizon = format_utc(moment + window)
+        proof = _proof(listing)
         tracked = self.ledger.tracked()
         for entry in tracked:
-            ref = entry.ref
-            if ref in open_refs or not self._askable(provider, ref, degraded):
+            if entry.ref in open_refs:
                 continue
+            verdict = self._verdict(provider, entry, proof)
+            if verdict != "ask":
+                summary.paused += verdict == "paused"
+                continue
+            if budget.spent():
+                summary.budget_spent = True
+                break
             summary.tracked_checks += 1
             try:
-                self._ask_closure(provider, ref, "tracked", now, degraded, summary)
+                self._ask_closure(provider, entry.ref, "tracked", now, proof, summary)
             except RecordError as exc:
                 summary.errors.append(str(exc))
-        window = timedelta(seconds=self.recheck_every_cycles * self.interval())
         cutoff = format_utc(moment - window)
+        candidates = list(self._ledger_candidates(open_refs, {e.ref for e in tracked},
+                                                  cutoff, horizon))
+        summary.future_stamps += sum(1 for e in candidates
+                                     if e.absent_since > horizon and _owns(provider, e.ref))
         asked = 0
-        for entry in self._ledger_candidates(open_refs, {e.ref for e in tracked}, cutoff):
-            ref = entry.ref
-            if not self._askable(provider, ref, degraded):
+        for entry in candidates:
+            verdict = self._verdict(provider, entry, proof)
+            if verdict != "ask":
+                summary.paused += verdict == "paused"
                 continue
-            if asked >= self.checks_per_cycle:
-                break
-            if not self._still_due(ref, cutoff):
+            if asked >= self.checks_per_cycle or summary.budget_spent:
+                continue
+            if not self._still_due(entry.ref, cutoff, horizon):
+                continue
+            if budget.spent():
+                summary.budget_spent = True
                 continue
             asked += 1
             summary.ledger_checks += 1
             try:
-                if not self._ask_closure(provider, ref, "ledger_only", now, degraded, summary):
-                    self.state.note_closure_check(ref, now)
+                if not self._ask_closure(provider, entry.ref, "ledger_only", now, proof,
+                                         summary):
+                    self.state.note_closure_check(entry.ref, now, horizon)
             except RecordError as exc:  # the record went bad under us: nothing written
                 summary.errors.append(str(exc))
 
-    def _ledger_candidates(self, open_refs: set[str], tracked: set[str],
-                           cutoff: str) -> Iterable[IndexEntry]:
+    def _ledger_candidates(self, open_refs: set[str], tracked: set[str], cutoff: str,
+                           horizon: str) -> Iterable[IndexEntry]:
         """Unstamped poll-only records, not listed, not tracked, parsing as refs and
-        due at ``cutoff``; longest-absent first, then by ref. Ownership and
-        degraded scopes are the caller's to check, so its cap counts questions."""
-        for entry in self.ledger.ledger_only_due(cutoff):
+        due at ``cutoff`` (a stamp past ``horizon`` reads as unparsable: due);
+        longest-absent first, then by ref. Ownership and paused scopes are the
+        caller's to check, so its cap counts questions."""
+        for entry in self.ledger.ledger_only_due(cutoff, horizon):
             if entry.ref in open_refs or entry.ref in tracked:
                 continue
             try:
@@ -353,7 +561,7 @@ class Poller:
                 continue
             yield entry
 
-    def _still_due(self, ref: str, cutoff: str) -> bool:
+    def _still_due(self, ref: str, cutoff: str, horizon: str) -> bool:
         """Re-read the record the index named: the index is a hint, never trusted."""
         try:
             record = self.ledger.read(ref)
@@ -365,23 +573,32 @@ class Poller:
         if any(getattr(record, name) is not None
                for name in ("session", "control", "graph", "collaborators")):
             return False
-        return absent_since_of(record.poll) <= cutoff
+        return absent_since_of(record.poll, horizon) <= cutoff
 
     @staticmethod
-    def _askable(provider: Any, ref: str, degraded: set[str]) -> bool:
+    def _verdict(provider: Any, entry: IndexEntry, proof: Proof) -> Verdict:
+        """``ask`` when the provider owns the record and its scope's listing proves
+        the absence; ``paused`` when it owns it but the listing cannot; else ``unowned``."""
         try:
-            wref = WorkItemRef.parse(ref)
-            return bool(provider.owns(wref)) and provider.scope_of(wref) not in degraded
+            wref = WorkItemRef.parse(entry.ref)
+            if not provider.owns(wref):
+                return "unowned"
+            scope = provider.scope_of(wref)
         except ValueError:
-            return False
+            return "unowned"
         except Exception:
             log.debug("provider %r could not place a ref", provider.name, exc_info=True)
-            return False
+            return "unowned"
+        if scope not in proof:
+            return "paused"
+        marker = proof[scope]
+        return "ask" if not marker or entry.updated_at > marker else "paused"
 
     def _ask_closure(self, provider: Any, ref: str, which: ClosureSet, now: str,
-                     degraded: set[str], summary: PollSummary) -> bool:
-        """Ask whether ``ref`` ended; on a closure run the close path. True only
-        when a closure was recorded; "still open" and no answer are both False."""
+                     proof: Proof, summary: PollSummary) -> bool:
+        """Ask whether ``ref`` ended; on a closure (or a move) run the close path. True
+        only when one was recorded; "still open" and no answer are both False. An
+        answer that degrades its scope takes the scope's proof away for the cycle."""
         wref = WorkItemRef(ref)
         try:
             closure = provider.closure(wref)
@@ -389,7 +606,7 @@ class Poller:
                 raise TypeError(f"closure() returned {type(closure).__name__}, not Closure")
         except ProviderError as exc:
             if exc.degrades_scope and exc.scope:
-                degraded.add(exc.scope)
+                proof.pop(exc.scope, None)
             self._item_error(summary, which, f"{ref}: {exc}")
             return False
         except Exception as exc:
@@ -398,6 +615,15 @@ class Poller:
             return False
         if not closure.ended:
             return False
+        if closure.state == "moved":
+            target = self._target(ref, closure.moved_to)
+            if target is None:  # a move to nowhere proves nothing: no stamp on doubt
+                self._item_error(summary, which, f"{ref}: answered moved without a new ref")
+                return False
+            self.emit("poll.closure_detected", set=which, state="moved")
+            self._move(provider, ref, msgspec.structs.replace(closure, moved_to=target), now,
+                       summary)
+            return True
         self.emit("poll.closure_detected", set=which, state=closure.state)
         self._close(provider, ref, closure, now)
         self.state.forget(ref)
@@ -418,12 +644,14 @@ class Poller:
 
         def stamp(record: PortableRecord) -> PortableRecord:
             ended = EndedStamp(at=now, state=closure.state, state_reason=closure.state_reason,
-                               closed_at=closure.closed_at, closed_by=closure.closed_by)
+                               closed_at=closure.closed_at, closed_by=closure.closed_by,
+                               moved_to=closure.moved_to)
             return msgspec.structs.replace(record, ended=ended, control=None,
                                            collaborators=None)
 
         self.ledger.update(ref, stamp)
-        event = WorkItemEvent(kind="closed", ref=WorkItemRef(ref), provider=provider.name,
+        kind: EventKind = "moved" if closure.state == "moved" else "closed"
+        event = WorkItemEvent(kind=kind, ref=WorkItemRef(ref), provider=provider.name,
                               at=now, closure=closure)
         if self._deliver(event):
             # The stamp is the durable fact; a receiver that missed it can read the ledger.
@@ -436,6 +664,15 @@ class Poller:
             log.warning("work-item event dispatch raised", exc_info=True)
             return 1
 
+    @staticmethod
+    def _ledger_failed(summary: PollSummary, exc: OSError | sqlite3.DatabaseError) -> None:
+        what = (exc.strerror if isinstance(exc, OSError) and exc.strerror
+                else str(exc) or type(exc).__name__)
+        summary.ledger_error = what
+        summary.errors.append(f"ledger: {what}; the rest of this provider's cycle was skipped")
+        log.warning("the ledger could not be used (%s); a provider's cycle ended early",
+                    type(exc).__name__)
+
     def _emit_cycle(self, summary: PollSummary) -> None:
         counts = {
             "available": summary.available,
@@ -446,6 +683,11 @@ class Poller:
             "tracked_checks": summary.tracked_checks,
             "ledger_checks": summary.ledger_checks or None,
             "closures": summary.closures or None,
+            "moved": summary.moved or None,
+            "paused": summary.paused or None,
+            "future_stamps": summary.future_stamps or None,
+            "budget_spent": summary.budget_spent or None,
+            "ledger_failed": bool(summary.ledger_error) or None,
             "errors": len(summary.errors),
             "scopes_complete": summary.scopes.get("complete", 0),
             "scopes_failed": summary.scopes.get("failed", 0),
@@ -454,6 +696,50 @@ class Poller:
             "duration_ms": summary.duration_ms,
         }
         self.emit("poll.cycle", **{k: v for k, v in counts.items() if v is not None})
+
+
+def _proof(listing: Listing) -> Proof:
+    """The scopes whose listing proves absence: complete ones (``""``), and interrupted
+    ones that say up to which change marker they are complete."""
+    proof: Proof = {}
+    for scope in listing.scopes:
+        if scope.status == "complete":
+            proof[scope.scope] = ""
+        elif scope.status == "interrupted" and scope.changed_since:
+            proof[scope.scope] = scope.changed_since
+    return proof
+
+
+def _configured(provider: Any) -> bool:
+    """False only when the provider says it has nothing to poll because nobody
+    configured it (an optional ``configured()``); its unavailability is then normal."""
+    configured = getattr(provider, "configured", None)
+    if not callable(configured):
+        return True
+    try:
+        return bool(configured())
+    except Exception:
+        log.debug("provider %r configured() raised", provider.name, exc_info=True)
+        return True
+
+
+def _owns(provider: Any, ref: str) -> bool:
+    try:
+        return bool(provider.owns(WorkItemRef.parse(ref)))
+    except Exception:
+        return False
+
+
+def _foreign_scope(provider: Any, ref: str) -> str | None:
+    """The scope the provider would place ``ref`` in, for a ref it does not own;
+    ``None`` for its own refs and refs it cannot place."""
+    try:
+        wref = WorkItemRef.parse(ref)
+        if provider.owns(wref):
+            return None
+        return str(provider.scope_of(wref))
+    except Exception:
+        return None
 
 
 def hook_dispatcher(host: Host) -> Dispatch:

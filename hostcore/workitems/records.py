@@ -68,13 +68,17 @@ class PollSection(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=Tr
 
 
 class EndedStamp(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True):
-    """``ended``: the item closed (or merged) and the ledger recorded it."""
+    """``ended``: the item closed (or merged, or moved) and the ledger recorded it.
+
+    ``moved_to`` is set when ``state`` is ``moved``: the ref the item lives under now.
+    """
 
     at: str
     state: str
     state_reason: str = ""
     closed_at: str = ""
     closed_by: str = ""
+    moved_to: str = ""
     more: dict[str, Any] = {}
 
 
@@ -111,16 +115,28 @@ _OPAQUE = ("session", "control", "graph", "collaborators")
 _KNOWN = frozenset(("ref", "poll", "ended", *_OPAQUE))
 
 
-def absent_since_of(poll: PollSection | None) -> str:
+def absent_since_of(poll: PollSection | None, horizon: str = "") -> str:
     """The later of ``lastPolledAt`` and ``closureCheckedAt`` that parse; ``""`` if neither.
 
     Both are :mod:`hostcore.timestamps` ``seconds`` text, which orders as it reads, so the later is
-    the greater string.
+    the greater string. With ``horizon`` (same form), a stamp later than it counts as
+    not parsing: a clock that ran ahead wrote it, and trusting it would put the record
+    off until the real clock caught up.
     """
     if poll is None:
         return ""
-    stamps = [t for t in (poll.last_polled_at, poll.closure_checked_at) if parse_exact(t)]
+    stamps = [t for t in (poll.last_polled_at, poll.closure_checked_at)
+              if parse_exact(t) and not (horizon and t > horizon)]
     return max(stamps, default="")
+
+
+def without_future(poll: PollSection, horizon: str) -> PollSection:
+    """``poll`` with each scheduling stamp later than ``horizon`` cleared: the repair
+    the poller makes on its next write of a record a wrong clock dated ahead."""
+    changes = {name: "" for name in ("last_polled_at", "closure_checked_at")
+               if isinstance(value := getattr(poll, name), str) and parse_exact(value)
+               and value > horizon}
+    return msgspec.structs.replace(poll, **changes) if changes else poll
 
 
 def record_class(record: PortableRecord) -> str:

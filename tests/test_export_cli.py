@@ -33,6 +33,12 @@ def add_rows(root: Path, count: int, directory: str) -> None:
         host.close()
 
 
+def published_file(tmp_path: Path) -> Path:
+    """The ref file the folder publishes for the test root's store (its only origin)."""
+    (path,) = (tmp_path / "outbox").glob("main/*/ref.json")
+    return path
+
+
 def export_status(hostcore_cli) -> dict:
     result = hostcore_cli("status", "--json")
     assert result.exit_code == 0, result.stderr
@@ -43,8 +49,9 @@ def test_export_json_reports_what_was_pushed(hostcore_cli, root, tmp_path):
     result = hostcore_cli("export", "--json")
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout) == {
-        "destination": "directory", "stream": "main", "rows": 5, "batches": 1, "position": 5,
+        "destination": "directory", "stream": "main", "rows": 5, "batches": 2, "position": 5,
         "carried": ["context", "terms", "decisions"], "done": True, "positions_dropped": False,
+        "conflicts": [], "resumed": 0, "cache_saved": True,
     }
     assert len(list((tmp_path / "outbox").glob("main/*/*.jsonl"))) == 1
 
@@ -52,7 +59,7 @@ def test_export_json_reports_what_was_pushed(hostcore_cli, root, tmp_path):
 def test_export_prints_one_summary_line(hostcore_cli, root):
     result = hostcore_cli("export", "--max-rows", "2")
     assert result.exit_code == 0, result.stderr
-    assert result.stdout == ("exported 2 row(s) to directory in 1 push(es), position 2; "
+    assert result.stdout == ("exported 2 row(s) to directory in 2 push(es), position 2; "
                              "set context, terms, decisions; more rows remain\n")
 
 
@@ -90,7 +97,7 @@ def test_after_a_policy_change_status_shows_context_moved(hostcore_cli, root):
 
 def test_status_shows_governance_that_moved_at_the_destination(hostcore_cli, root, tmp_path):
     assert hostcore_cli("export").exit_code == 0
-    published = tmp_path / "outbox" / "main" / "ref.json"
+    published = published_file(tmp_path)
     data = json.loads(published.read_text())
     published.write_text(json.dumps({**data, "terms": "e" * 64}))
     report = export_status(hostcore_cli)
@@ -99,32 +106,51 @@ def test_status_shows_governance_that_moved_at_the_destination(hostcore_cli, roo
     assert "governance: context=current, terms=moved" in hostcore_cli("status").stdout
 
 
-def test_a_conflict_exits_1_with_the_instruction(hostcore_cli, root, tmp_path):
+def test_a_conflict_exits_1_after_pushing_content_and_names_the_adoption(
+        hostcore_cli, root, tmp_path):
     assert hostcore_cli("export").exit_code == 0
-    published = tmp_path / "outbox" / "main" / "ref.json"
+    published = published_file(tmp_path)
     published.write_text(json.dumps({**json.loads(published.read_text()), "context": "a" * 64}))
     assert hostcore_cli("policy", "local-only", "/work/b").exit_code == 0
+    add_rows(root, 2, "/work/a")
     result = hostcore_cli("export")
     assert result.exit_code == 1
-    assert "context moved at the destination" in result.stderr
+    assert result.stdout.startswith("exported 2 row(s)")  # content was not stalled
+    assert "context moved at the destination 'directory' (stream 'main')" in result.stderr
+    assert "this side tried to write" in result.stderr
     assert "Retrying the same write cannot resolve this" in result.stderr
-    assert "--adopt" in result.stderr
-    adopted = hostcore_cli("export", "--adopt", "--json")
+    assert "hostcore export --adopt context=aaaaaaaaaaaa" in result.stderr
+    assert "Traceback" not in result.stderr
+    report = export_status(hostcore_cli)
+    assert report["conflicts"].startswith("context: this host's ")
+    assert report["rows_behind"] == 0
+    stale = hostcore_cli("export", "--adopt", "context=bbbbbbbbb")
+    assert stale.exit_code == 1
+    assert "moved since you looked" in stale.stderr
+    adopted = hostcore_cli("export", "--adopt", "context=aaaaaaaaaaaa", "--json")
     assert adopted.exit_code == 0, adopted.stderr
     assert json.loads(adopted.stdout)["carried"] == ["context"]
+    assert export_status(hostcore_cli)["conflicts"] == "none"
+
+
+@pytest.mark.parametrize("value", ["context", "colour=abc1234", "context=", "terms=a\tb"])
+def test_a_malformed_adopt_is_a_usage_error(hostcore_cli, root, value):
+    result = hostcore_cli("export", "--adopt", value)
+    assert result.exit_code == 2
+    assert "COMPONENT=PREFIX" in result.stderr
 
 
 def test_the_worker_exports_on_each_tick(hostcore_cli, root, tmp_path):
     result = hostcore_cli("run", "--once", "--json")
     assert result.exit_code == 0, result.stderr
     steps = {s["name"]: s for s in json.loads(result.stdout)["steps"]}
-    assert steps["export"]["counts"] == {"rows": 5, "batches": 1}
+    assert steps["export"]["counts"] == {"rows": 5, "batches": 2, "conflicts": 0}
     assert steps["export"]["pending"] is False
 
 
 def test_a_destination_that_refuses_exits_1_naming_the_file(hostcore_cli, root, tmp_path):
     assert hostcore_cli("export").exit_code == 0
-    (tmp_path / "outbox" / "main" / "ref.json").write_bytes(b"\x00garbage")
+    published_file(tmp_path).write_bytes(b"\x00garbage")
     result = hostcore_cli("export")
     assert result.exit_code == 1
     assert "ref.json: not a published ref" in result.stderr

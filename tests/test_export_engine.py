@@ -11,6 +11,7 @@ import pytest
 
 from hostcore.export.batch import EXPORT_ROW_FIELDS, ExportBatch, ExportRow, apply_governance
 from hostcore.export.exporter import (
+    AdoptRefused,
     Exporter,
     decisions_identity,
     local_governance,
@@ -49,8 +50,12 @@ def exported(host) -> list[ExportRow]:
     return list(select_destination(host).read_rows("main", host.store.instance_id))
 
 
-def published_file(outbox: Path) -> Path:
-    return outbox / "main" / "ref.json"
+def published_file(outbox: Path, host=None) -> Path:
+    """The ref file the folder publishes for ``host``'s store (the only origin when None)."""
+    if host is not None:
+        return outbox / "main" / host.store.instance_id / "ref.json"
+    (path,) = outbox.glob("main/*/ref.json")
+    return path
 
 
 def move_destination_context(outbox: Path, value: str = "f" * 64) -> None:
@@ -68,7 +73,8 @@ def exporter(host, batch_rows: int = 10) -> Exporter:
 def test_exports_every_permitted_row_once_in_position_order(host, outbox):
     add_rows(host, 25)
     summary = exporter(host).run()
-    assert (summary.rows, summary.batches, summary.position, summary.done) == (25, 3, 25, True)
+    # One governance push (no rows) and three of rows.
+    assert (summary.rows, summary.batches, summary.position, summary.done) == (25, 4, 25, True)
     assert summary.carried == ["context", "terms", "decisions"]  # first contact sets all three
     rows = exported(host)
     assert [r.position for r in rows] == list(range(1, 26))
@@ -151,37 +157,79 @@ def test_content_only_push_asserts_nothing_when_the_destination_moved(host, outb
     assert report.since_last_push.moved() == []
 
 
-def test_governance_push_conflicts_when_the_destination_moved(host, outbox, collected_events):
+def test_a_governance_conflict_holds_back_the_write_and_content_still_flows(
+        host, outbox, collected_events):
     add_rows(host, 3)
     exporter(host).run()
     move_destination_context(outbox)
-    before = (published_file(outbox).read_bytes(), exported(host))
     host.policy.input("class-list").set("/work/elsewhere", "local-only")
     add_rows(host, 3)
-    with pytest.raises(Conflict) as caught:
-        exporter(host).run()
-    assert caught.value.component == "context"
-    assert caught.value.actual == "f" * 64
-    assert "cannot resolve" in str(caught.value)
-    assert (published_file(outbox).read_bytes(), exported(host)) == before
+    summary = exporter(host).run()
+    assert (summary.rows, summary.carried) == (3, [])
+    assert [r.position for r in exported(host)] == [1, 2, 3, 4, 5, 6]
+    (conflict,) = summary.conflicts
+    assert (conflict.component, conflict.found) == ("context", "f" * 64)
+    assert conflict.attempted == local_governance(host).context
+    assert json.loads(published_file(outbox).read_text())["context"] == "f" * 64
+    assert "cannot resolve" in str(summary.conflict())
     assert [e.attributes for e in collected_events.named("export.conflict")] == [
         {"component": "context"}
     ]
-    with pytest.raises(Conflict):
-        exporter(host).run()  # the same write again cannot succeed
+    # Not retried, not announced again, content still flows: one event in all.
+    add_rows(host, 2)
+    again = exporter(host).run()
+    assert (again.rows, again.batches, len(again.conflicts)) == (2, 1, 1)
+    assert len(collected_events.named("export.conflict")) == 1
+    assert [e.attributes["conflicts"] for e in collected_events.named("export.pushed")] == [
+        0, 1, 1]
+    status = exporter(host).report().as_status()
+    assert status["conflicts"].startswith("context: this host's ")
+    assert status["rows_behind"] == 0
 
 
-def test_adopt_resolves_a_conflict_by_writing_over_the_value_found(host, outbox):
+def test_a_conflict_ends_when_one_side_changes(host, outbox, collected_events):
+    add_rows(host, 2)
+    exporter(host).run()
+    agreed = local_governance(host).context
+    move_destination_context(outbox)
+    host.policy.input("class-list").set("/work/elsewhere", "local-only")
+    assert len(exporter(host).run().conflicts) == 1
+    move_destination_context(outbox, agreed)  # the other writer puts the agreed value back
+    summary = exporter(host).run()
+    assert (summary.conflicts, summary.carried) == ([], ["context"])
+    assert json.loads(published_file(outbox).read_text())["context"] == local_governance(
+        host).context
+    assert exporter(host).report().as_status()["conflicts"] == "none"
+
+
+def test_adopt_writes_over_exactly_the_value_named(host, outbox):
     add_rows(host, 3)
     exporter(host).run()
     move_destination_context(outbox)
     host.policy.input("class-list").set("/work/elsewhere", "local-only")
     add_rows(host, 2)
-    summary = exporter(host).run(adopt=True)
-    assert (summary.rows, summary.carried) == (2, ["context"])
+    summary = exporter(host).run(adopt={"context": "f" * 7})
+    assert (summary.rows, summary.carried, summary.conflicts) == (2, ["context"], [])
     local = local_governance(host)
     assert json.loads(published_file(outbox).read_text())["context"] == local.context
     assert exporter(host).report().governance.current()
+
+
+def test_adopt_refuses_a_value_that_moved_since_and_writes_nothing(host, outbox):
+    add_rows(host, 3)
+    exporter(host).run()
+    move_destination_context(outbox, "a" * 64)
+    host.policy.input("class-list").set("/work/elsewhere", "local-only")
+    seen = exporter(host).run().conflicts[0].found
+    move_destination_context(outbox, "b" * 64)  # it moves again before the operator acts
+    add_rows(host, 2)
+    before = (published_file(outbox).read_bytes(), exported(host))
+    with pytest.raises(AdoptRefused, match="moved since you looked"):
+        exporter(host).run(adopt={"context": seen[:12]})
+    assert (published_file(outbox).read_bytes(), exported(host)) == before
+    with pytest.raises(AdoptRefused, match="at least 7 characters"):
+        exporter(host).run(adopt={"context": "bbb"})
+    assert exporter(host).run(adopt={"context": "b" * 12}).carried == ["context"]
 
 
 def test_rerun_after_the_destination_wrote_governance_unrecorded_is_not_a_conflict(
@@ -193,7 +241,7 @@ def test_rerun_after_the_destination_wrote_governance_unrecorded_is_not_a_confli
 
     class DiesAfterWriting:
         name, key = destination.name, destination.key
-        published = destination.published
+        published, instance = destination.published, destination.instance
 
         def push(self, batch):
             destination.push(batch)
@@ -281,7 +329,8 @@ def test_export_pushed_event_carries_counts_only(host, collected_events):
     add_rows(host, 12)
     exporter(host).run()
     assert [e.attributes for e in collected_events.named("export.pushed")] == [
-        {"rows": 12, "batches": 2, "governance": True, "done": True}
+        {"rows": 12, "batches": 3, "governance": True, "done": True, "conflicts": 0,
+         "resumed": 0}
     ]
 
 
@@ -293,7 +342,7 @@ def test_rows_keep_their_payload_verbatim(host, outbox):
     (row,) = exported(host)
     assert msgspec.json.decode(row.payload) == {"text": "é\n\"quoted\"", "nested": {"a": [1, 2]}}
     assert row.key == "k1"
-    assert msgspec.json.decode(published_file(outbox).read_bytes(), type=Ref).content == 0
+    assert msgspec.json.decode(published_file(outbox, host).read_bytes(), type=Ref).content == 0
 
 
 def test_local_ref_is_the_last_permitted_position_and_the_identities_in_force(host):
@@ -333,7 +382,7 @@ def test_the_worker_pushes_a_bounded_slice_and_reports_pending(host, outbox):
     add_rows(host, 5)
     worker = ExportWorker(host, run_rows=3)
     first = worker.run(host)
-    assert (first.pending, first.counts) == (True, {"rows": 3, "batches": 1})
+    assert (first.pending, first.counts) == (True, {"rows": 3, "batches": 2, "conflicts": 0})
     second = worker.run(host)
-    assert (second.pending, second.counts) == (False, {"rows": 2, "batches": 1})
+    assert (second.pending, second.counts) == (False, {"rows": 2, "batches": 1, "conflicts": 0})
     assert [r.position for r in exported(host)] == [1, 2, 3, 4, 5]

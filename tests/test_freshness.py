@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 
 from hostcore.export.freshness import Freshness
 from hostcore.export.ref import Ref
-from hostcore.export.refcache import RefCache
+from hostcore.export.refcache import CACHE_PATH, RefCache
 
 
 class Feed:
@@ -80,16 +81,20 @@ def test_concurrent_checks_report_a_change_exactly_once():
     assert sorted(reports) == [[]] * 7 + [["context"]]
 
 
-def test_observing_reads_the_ref_cache_on_disk(tmp_path):
-    cache = RefCache(tmp_path)
+def publish(root, ref: Ref, destination: str = "dir:/a") -> None:
+    """What an export's contact records: the ref the destination published."""
+    cache = RefCache(root)
+    cached = cache.load(destination)
+    cached.observe("main", ref)
+    cache.save(cached)
+
+
+def test_observing_reads_what_the_destination_published_at_the_last_contact(tmp_path):
     tracker = Freshness.observing(tmp_path)
     assert tracker.check() == []  # no file yet: nothing to report
-    cached = cache.load("dir:/a")
-    cached.record("main", Ref(content=5, context="c1"))
-    cache.save(cached)
+    publish(tmp_path, Ref(content=5, context="c1"))
     assert tracker.check() == []  # first identities seen: not a change
-    cached.record("main", Ref(content=9, context="c2"))
-    cache.save(cached)
+    publish(tmp_path, Ref(content=9, context="c2"))
     assert tracker.check() == ["context"]
     assert tracker.check() == []
 
@@ -98,11 +103,58 @@ def test_host_exposes_one_tracker_over_its_own_ref_cache(make_host):
     host = make_host()
     assert host.freshness is host.freshness
     assert host.freshness.check() == []
-    cache = RefCache(host.root)
-    cached = cache.load("dir:/a")
-    cached.record("main", Ref(context="c1", decisions="d1"))
-    cache.save(cached)
+    publish(host.root, Ref(context="c1", decisions="d1"))
     assert host.freshness.check() == []
-    cached.record("main", Ref(context="c1", decisions="d2"))
-    cache.save(cached)
+    publish(host.root, Ref(context="c1", decisions="d2"))
     assert host.freshness.check() == ["decisions"]
+
+
+def test_a_change_is_reported_once_per_process_not_once_per_host(make_host, tmp_path):
+    root = tmp_path / "shared-root"
+    first, second = make_host(root=root), make_host(root=root)
+    publish(root, Ref(context="c1"))
+    assert first.freshness.check() == []
+    assert second.freshness.check() == []
+    publish(root, Ref(context="c2"))
+    assert first.freshness.check() == ["context"]
+    assert second.freshness.check() == []  # the process was already told
+    assert Freshness.observing(root) is first.freshness
+    assert Freshness.observing(make_host().root) is not first.freshness
+
+
+def test_the_baseline_survives_a_deleted_cache(tmp_path):
+    tracker = Freshness.observing(tmp_path)
+    publish(tmp_path, Ref(content=3, context="c1", terms="t1"))
+    tracker.check()
+    (tmp_path / CACHE_PATH).unlink()
+    assert tracker.check() == []  # a deleted cache claims nothing; it is not a change
+    publish(tmp_path, Ref(content=4, context="c2", terms="t1"))  # the next contact
+    assert tracker.check() == ["context"]
+
+
+def test_a_feed_that_goes_silent_keeps_each_component_it_stops_claiming():
+    feed = Feed(Ref(context="c1", decisions="d1"))
+    tracker = Freshness(feed)
+    tracker.check()
+    feed.ref = Ref(decisions="d1")
+    assert tracker.check() == []
+    feed.ref = Ref(context="c1", decisions="d1")
+    assert tracker.check() == []  # back to the value last known: nothing moved
+
+
+def _first_check_in_child(root: str, queue) -> None:
+    queue.put(Freshness.observing(root).check())
+
+
+def test_a_forked_child_starts_without_the_parents_baseline(tmp_path):
+    tracker = Freshness.observing(tmp_path)
+    publish(tmp_path, Ref(context="c1"))
+    tracker.check()
+    publish(tmp_path, Ref(context="c2"))
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_first_check_in_child, args=(str(tmp_path), queue))
+    child.start()
+    child.join(timeout=60)
+    assert queue.get(timeout=5) == []  # the child's first check: nothing to report
+    assert tracker.check() == ["context"]  # the parent still reports its own, once

@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
+import pickle
+from concurrent.futures import ProcessPoolExecutor
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hostcore.export.ref import Conflict, assert_component, fold, identity
+from hostcore.export.ref import (
+    ABSENT,
+    ComponentConflict,
+    Conflict,
+    Ref,
+    assert_component,
+    fold,
+    identity,
+)
 
 # SHA-256 of no bytes: fold({}) claims "the set is empty".
 EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
@@ -40,7 +52,12 @@ def test_fold_is_sha256_of_sorted_name_nul_hash_lf_lines():
     assert fold(members) == expected
 
 
-@given(st.dictionaries(st.text(), st.text(), max_size=8), st.randoms())
+# Names and hashes as folds accept them: anything but the separators NUL and LF.
+member_text = st.text(st.characters(blacklist_categories=("Cs",),
+                                     blacklist_characters="\x00\n"))
+
+
+@given(st.dictionaries(member_text, member_text, max_size=8), st.randoms())
 def test_fold_does_not_depend_on_insertion_order(members, rnd):
     items = list(members.items())
     rnd.shuffle(items)
@@ -78,3 +95,74 @@ def test_moved_component_raises_a_conflict_that_reads_as_the_instruction():
 def test_asserting_the_position_is_refused():
     with pytest.raises(ValueError, match="not a governance component"):
         assert_component("content", "1", "2")
+
+
+@pytest.mark.parametrize("fields", [("a\x00b",), ("ok", "\x00"), ("\x00",)])
+def test_identity_refuses_a_field_holding_its_separator(fields):
+    # ("a\0b",) would otherwise hash exactly like ("a", "b").
+    with pytest.raises(ValueError, match="NUL"):
+        identity(*fields)
+
+
+def test_identity_accepts_newlines_inside_a_field():
+    assert identity("line one\nline two") == hashlib.sha256(b"line one\nline two").hexdigest()
+
+
+@pytest.mark.parametrize("members", [
+    {"a\x00b": "h"}, {"a": "h\x00"}, {"a\nb": "h"}, {"a": "h\nb\x00c"},
+])
+def test_fold_refuses_a_name_or_hash_holding_its_separators(members):
+    # {"a": "h\nb\0c"} would otherwise fold exactly like {"a": "h", "b": "c"}.
+    with pytest.raises(ValueError, match="NUL or a newline"):
+        fold(members)
+
+
+def test_a_conflict_names_every_component_the_stream_the_destination_and_the_attempt():
+    conflict = Conflict.of(
+        [ComponentConflict(component="context", expected="c-agreed", found="c-theirs",
+                           attempted="c-mine"),
+         ComponentConflict(component="decisions", expected=ABSENT, found="d-theirs",
+                           attempted="d-mine")],
+        stream="main", destination="directory")
+    message = str(conflict)
+    assert conflict.components == ["context", "decisions"]
+    assert message.startswith("context and decisions moved at the destination 'directory' "
+                              "(stream 'main'): ")
+    for part in ("expected c-agreed, found c-theirs; this side tried to write c-mine",
+                 "expected nothing yet, found d-theirs; this side tried to write d-mine"):
+        assert part in message
+
+
+def _raise_conflict() -> None:
+    raise Conflict("terms", "t1", "t2", attempted="t3", stream="main", destination="folder")
+
+
+def test_a_conflict_pickles_and_a_process_pool_reports_it():
+    original = Conflict("context", "c1", "c2", attempted="c3", stream="s", destination="d",
+                        more=[ComponentConflict(component="terms", expected="t1", found="t2")])
+    copy = pickle.loads(pickle.dumps(original))
+    assert (copy.conflicts, copy.stream, copy.destination, str(copy)) == (
+        original.conflicts, "s", "d", str(original))
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+        with pytest.raises(Conflict) as caught:
+            pool.submit(_raise_conflict).result(timeout=60)
+    assert (caught.value.component, caught.value.expected, caught.value.actual) == (
+        "terms", "t1", "t2")
+    assert caught.value.conflicts[0].attempted == "t3"
+    assert caught.value.destination == "folder"
+
+
+@pytest.mark.parametrize("fields", [
+    {"content": -1}, {"content": True}, {"content": "3"}, {"context": "c\x00"},
+    {"terms": "t\n1"}, {"decisions": "d" * 257}, {"context": 5},
+])
+def test_a_ref_refuses_fields_that_are_not_a_position_or_an_identity(fields):
+    with pytest.raises(ValueError, match="expected"):
+        Ref(**fields)
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.json.decode(msgspec.json.encode(fields), type=Ref)
+
+
+def test_a_ref_accepts_hashes_and_the_absent_expectation():
+    assert Ref(content=3, context="a" * 64, terms=ABSENT, decisions="v2:x").content == 3

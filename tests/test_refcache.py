@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from hostcore.export.ref import Ref
+from hostcore.export.ref import ComponentConflict, Ref
 from hostcore.export.refcache import CACHE_PATH, CachedRefs, RefCache
 
 GOVERNED = Ref(content=40, context="c1", terms="t1", decisions="d1")
@@ -95,5 +95,54 @@ def test_file_is_plain_json_with_the_ref_wire_names(tmp_path):
     assert data == {
         "destination": "dir:/a",
         "store": "store-1",
+        "instance": "",
         "streams": {"main": {"content": 40, "context": "c1", "terms": "t1", "decisions": "d1"}},
+        "published": {},
+        "conflicts": {},
     }
+
+
+def test_another_instance_of_the_destination_drops_everything_recorded(tmp_path):
+    cache = saved(tmp_path)
+    cached = cache.load("dir:/a")
+    assert cached.bind_instance("") is False  # recorded before instances: unchanged so far
+    cached.observe("main", Ref(content=3, context="c9"))
+    cached.record_conflicts("main", [ComponentConflict(component="context", expected="c1",
+                                                       found="c9", attempted="c2")])
+    assert cached.bind_instance("instance-1") is True
+    assert (cached.streams, cached.published, cached.conflicts) == ({}, {}, {})
+    cached.record("main", GOVERNED)
+    assert cached.bind_instance("instance-1") is False
+    assert cached.ref("main") == GOVERNED
+
+
+def test_a_standing_conflict_is_new_only_once(tmp_path):
+    cached = RefCache(tmp_path).load("dir:/a")
+    moved = ComponentConflict(component="terms", expected="t1", found="t9", attempted="t2")
+    assert cached.record_conflicts("main", [moved]) == [moved]
+    assert cached.record_conflicts("main", [moved]) == []
+    again = msgspec.structs.replace(moved, attempted="t3")  # this side changed again
+    assert cached.record_conflicts("main", [again]) == [again]
+    assert cached.record_conflicts("main", []) == []
+    assert cached.conflicts == {}
+
+
+def test_observed_reads_what_the_destination_published_apart_from_what_was_agreed(tmp_path):
+    cache = RefCache(tmp_path)
+    cached = cache.load("dir:/a")
+    cached.record("main", Ref(content=4, context="c1"))
+    cached.observe("main", Ref(content=9, context="c-other-writer"))
+    cache.save(cached)
+    observed = cache.load_observed()
+    assert observed.ref("main") == Ref(content=4, context="c1")
+    assert observed.published_ref("main") == Ref(content=9, context="c-other-writer")
+
+
+def test_a_folder_at_the_cache_path_is_reported_not_raised(tmp_path, caplog):
+    (tmp_path / CACHE_PATH).mkdir(parents=True)
+    cache = RefCache(tmp_path)
+    assert cache.load("dir:/a") == CachedRefs(destination="dir:/a")
+    assert cache.save(cache.load("dir:/a")) is False
+    assert cache.problem() == "something other than a file is at its path"
+    assert "IsADirectoryError" in caplog.text and str(tmp_path) not in caplog.text
+    assert RefCache(tmp_path / "elsewhere").problem() is None

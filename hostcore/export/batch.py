@@ -20,7 +20,7 @@ from __future__ import annotations
 import msgspec
 
 from hostcore.errors import HostcoreError
-from hostcore.export.ref import GOVERNANCE, Ref, assert_component
+from hostcore.export.ref import GOVERNANCE, ComponentConflict, Conflict, Ref, assert_component
 
 __all__ = ["EXPORT_COLUMNS", "EXPORT_ROW_FIELDS", "DestinationChanged", "ExportBatch",
            "ExportRow", "apply_governance", "check_continuity"]
@@ -82,6 +82,8 @@ class DestinationChanged(HostcoreError):
 
     It was replaced, re-created or restored from a backup since the pusher read
     it. Nothing was written; the pusher resumes from what the destination holds.
+    ``held`` is ``-1`` when the storage disappeared while the push ran (what
+    was written may be gone with it).
     """
 
     def __init__(self, expected: str, found: str, after: int, held: int) -> None:
@@ -89,8 +91,12 @@ class DestinationChanged(HostcoreError):
         self.found = found
         self.after = after
         self.held = held
-        what = ("is another instance" if expected and expected != found
-                else f"holds position {held}, not {after}")
+        if held < 0:
+            what = "was removed during the push"
+        elif expected and expected != found:
+            what = "is another instance"
+        else:
+            what = f"holds position {held}, not {after}"
         super().__init__(f"the destination {what} since this export resumed; "
                          "resuming from what it holds")
 
@@ -110,17 +116,28 @@ def apply_governance(held: Ref, batch: ExportBatch) -> Ref:
     """The identities a destination publishes for the batch's origin after ``batch``,
     or raise ``Conflict``; ``held`` is what it publishes for that origin now.
 
-    Destinations call this under their own lock, before writing any row. A
-    component already holding the value being set is not a conflict: the write
-    it asks for has already happened (a rerun after a kill between the
+    Destinations call this under their own lock, before writing any row. Every
+    component is checked before anything is decided, so the ``Conflict`` names
+    each one that moved (with the value the batch tried to write), not just the
+    first. A component already holding the value being set is not a conflict:
+    the write it asks for has already happened (a rerun after a kill between the
     destination's write and the pusher's record of it).
     """
     changes: dict[str, str] = {}
+    conflicts: list[ComponentConflict] = []
     for component in GOVERNANCE:
         new = getattr(batch.sets, component)
         current = getattr(held, component)
         if not new or new == current:
             continue
-        assert_component(component, getattr(batch.expect, component), current)
+        expected = getattr(batch.expect, component)
+        try:
+            assert_component(component, expected, current)
+        except Conflict:
+            conflicts.append(ComponentConflict(component=component, expected=expected,
+                                               found=current, attempted=new))
+            continue
         changes[component] = new
+    if conflicts:
+        raise Conflict.of(conflicts, stream=batch.stream)
     return msgspec.structs.replace(held, **changes) if changes else held

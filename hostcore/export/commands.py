@@ -11,11 +11,28 @@ import sys
 import click
 
 from hostcore.errors import HostcoreError
-from hostcore.export.exporter import Exporter, ExportSummary, select_destination
+from hostcore.export.exporter import Exporter, ExportSummary, adopt_hint, select_destination
 from hostcore.export.plugin import CONFLICT_HINT
-from hostcore.export.ref import Conflict
+from hostcore.export.ref import GOVERNANCE
 from hostcore.host import Host
 from hostcore.plugin.cli import emit_json, json_option, pass_host
+
+
+def _leases(ctx: click.Context, param: click.Parameter,
+            values: tuple[str, ...]) -> dict[str, str]:
+    """``COMPONENT=PREFIX`` arguments as a mapping; a bad one is a usage error."""
+    leases: dict[str, str] = {}
+    for value in values:
+        component, sep, prefix = value.partition("=")
+        if not sep or component not in GOVERNANCE or not prefix or not prefix.isprintable():
+            raise click.BadParameter(
+                f"{value!r}: expected COMPONENT=PREFIX, COMPONENT one of "
+                f"{', '.join(GOVERNANCE)} and PREFIX the start of the destination's value "
+                "(as `hostcore status` or the conflict shows it)")
+        if component in leases:
+            raise click.BadParameter(f"{component} is named twice")
+        leases[component] = prefix
+    return leases
 
 
 @click.command("export")
@@ -24,22 +41,26 @@ from hostcore.plugin.cli import emit_json, json_option, pass_host
                    "else the only available one).")
 @click.option("--max-rows", type=click.IntRange(min=0), default=None,
               help="Stop after pushing this many rows.")
-@click.option("--adopt", is_flag=True,
-              help="Resolve a conflict: take the destination's governance as the last "
-                   "contact, then write this host's over it.")
+@click.option("--adopt", "adopt", metavar="COMPONENT=PREFIX", multiple=True,
+              callback=_leases,
+              help="Resolve a conflict: write this host's value over the destination's "
+                   "value starting with PREFIX; refused if the destination holds another "
+                   "(it moved since you looked). Repeat for several components.")
 @json_option
 @pass_host
-def export_command(host: Host, name: str | None, max_rows: int | None, adopt: bool,
-                   as_json: bool) -> None:
+def export_command(host: Host, name: str | None, max_rows: int | None,
+                   adopt: dict[str, str], as_json: bool) -> None:
     """Push the rows the withholding policy permits to the export destination.
 
     Resumes from the destination's own position: after an interruption, run it
     again. Rows already pushed are never withdrawn by a later policy change.
-    Exit 1 on a governance conflict (the message says what moved) or when the
-    destination refuses the push, 2 when no destination is available.
+    Exit 1 when a governance conflict stands (content was still pushed; the
+    message says what moved and how to adopt), when --adopt names a value the
+    destination no longer holds, or when the destination refuses the push; 2
+    when no destination is available.
 
     Keys of --json: destination, stream, rows, batches, position, carried,
-    done, positions_dropped.
+    done, positions_dropped, conflicts, resumed, cache_saved.
     """
     destination = select_destination(host, name)
     interactive = not as_json and sys.stderr.isatty()
@@ -52,19 +73,26 @@ def export_command(host: Host, name: str | None, max_rows: int | None, adopt: bo
         try:
             summary = Exporter(host, destination).run(
                 max_rows=max_rows, adopt=adopt, progress=show if interactive else None)
-        except HostcoreError as exc:  # a Conflict, or a destination that will not guess
+        except HostcoreError as exc:  # a refused adoption, or a destination that will not guess
             if interactive:
                 click.echo(err=True)
             click.echo(f"hostcore export: {exc}", err=True)
-            if isinstance(exc, Conflict):
-                click.echo(CONFLICT_HINT, err=True)
             raise SystemExit(1) from None
     if as_json:
         emit_json(summary)
-        return
-    if interactive:
-        click.echo("\r", err=True, nl=False)
-    carried = f"; set {', '.join(summary.carried)}" if summary.carried else ""
-    more = "" if summary.done else "; more rows remain"
-    click.echo(f"exported {summary.rows} row(s) to {summary.destination} in "
-               f"{summary.batches} push(es), position {summary.position}{carried}{more}")
+    else:
+        if interactive:
+            click.echo("\r", err=True, nl=False)
+        carried = f"; set {', '.join(summary.carried)}" if summary.carried else ""
+        more = "" if summary.done else "; more rows remain"
+        click.echo(f"exported {summary.rows} row(s) to {summary.destination} in "
+                   f"{summary.batches} push(es), position {summary.position}{carried}{more}")
+        if not summary.cache_saved:
+            click.echo("hostcore export: the ref cache could not be written; the next run "
+                       "negotiates with the destination again", err=True)
+    conflict = summary.conflict()
+    if conflict is not None:
+        click.echo(f"hostcore export: {conflict}", err=True)
+        click.echo(f"{CONFLICT_HINT} Here: hostcore export {adopt_hint(summary.conflicts)}",
+                   err=True)
+        raise SystemExit(1)

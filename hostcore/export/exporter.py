@@ -9,6 +9,14 @@ from ``destination.published(stream, origin).content``, so a run killed at any
 point is resumed by running again, and it re-reads from the seam at most the
 two batches that were not yet durable (one being pushed, one being read).
 
+Every batch names the destination instance and the position the run resumed
+from (:func:`~hostcore.export.batch.check_continuity`). A destination deleted,
+re-created or restored from a backup while a run pushes refuses the next batch
+with :class:`~hostcore.export.batch.DestinationChanged`; the run then reads the
+destination's own position and instance again, drops what its ref cache recorded
+about the old instance, republishes governance, and resumes from there (as a
+client relists after a stale resourceVersion), at most :data:`MAX_RESUMES` times.
+
 The host's own ref for the stream (:func:`local_ref`):
 
 * ``content``: the export feed position, the position of the last row the seam
@@ -18,13 +26,14 @@ The host's own ref for the stream (:func:`local_ref`):
 * ``decisions``: a fold over the ledger records that carry a decision (a
   ``control``, ``session`` or ``ended`` section); poll-only records are left out.
 
-Governance travels with content but is asserted on its own (per component
-compare-and-swap, :func:`hostcore.export.ref.assert_component`): a push that moves only
-the position asserts nothing, so content traffic never manufactures a conflict.
-When the host's identity for a component differs from the one its last contact
-established (the ref cache), the next push carries the change and asserts the
-value it last saw there; a destination that has moved since refuses it with a
-:class:`~hostcore.export.ref.Conflict`, and no retry of the same write resolves that.
+Governance is pushed on its own, in a batch without rows, before the content of
+each run, and decided per component by :func:`plan_governance` from this host's
+value, the value its last agreement with the destination established (the ref
+cache) and the value the destination publishes now. A conflict holds back that
+component's write only: content keeps flowing (the seam already applies this
+host's policy), the conflict is recorded, announced once
+(``export.conflict``), shown by ``status`` and in the run's summary, and not
+written again until one side changes or someone adopts the destination's value.
 Rows already forwarded are never retracted when the policy changes.
 """
 
@@ -32,17 +41,20 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from hostcore.errors import ConfigError
-from hostcore.export.batch import EXPORT_COLUMNS, ExportBatch, ExportRow
+from hostcore.errors import ConfigError, HostcoreError
+from hostcore.export.batch import EXPORT_COLUMNS, DestinationChanged, ExportBatch, ExportRow
 from hostcore.export.ref import (
+    ABSENT,
     DEFAULT_STREAM,
     GOVERNANCE,
+    ComponentConflict,
     Conflict,
     Divergence,
     Ref,
@@ -61,6 +73,13 @@ if TYPE_CHECKING:
 BATCH_ROWS = 10_000
 # Rows ``status`` counts through the seam before it reports "at least" this many.
 STATUS_COUNT_ROWS = 100_000
+# How many times one run follows a destination that changed under it before it
+# gives up (raises DestinationChanged): a destination replaced again and again
+# is something for a person to look at, not a loop.
+MAX_RESUMES = 3
+# The fewest characters an ``--adopt`` prefix may have (unless it is the whole
+# value): enough that a value moved meanwhile is never taken for the one seen.
+ADOPT_PREFIX_CHARS = 7
 
 _sorted_json = msgspec.json.Encoder(order="sorted")
 
@@ -187,6 +206,99 @@ def _unavailable(destination: Any) -> str | None:
     return check() if callable(check) else None
 
 
+def destination_instance(destination: Any) -> str:
+    """The destination's instance id (its optional ``instance()``), ``""`` without one."""
+    instance = getattr(destination, "instance", None)
+    return str(instance()) if callable(instance) else ""
+
+
+# -- governance ----------------------------------------------------------------------
+
+
+class AdoptRefused(HostcoreError):
+    """``--adopt COMPONENT=PREFIX`` named a value the destination no longer holds.
+
+    Like git's ``--force-with-lease``: the adoption replaces exactly the value
+    the operator saw, and refuses (writing nothing) if it moved since.
+    """
+
+
+class GovernancePlan(msgspec.Struct, frozen=True, kw_only=True):
+    """What one contact does with governance (:func:`plan_governance`).
+
+    ``sets``/``expect``: the write to push (empty: none); ``agreed``: the
+    identities the destination already holds with this host's value (agreed
+    without a write); ``conflicts``: components held back.
+    """
+
+    sets: Ref = Ref()
+    expect: Ref = Ref()
+    agreed: Ref = Ref()
+    conflicts: tuple[ComponentConflict, ...] = ()
+
+
+def plan_governance(local: Ref, agreed: Ref, published: Ref,
+                    adopt: Mapping[str, str] | None = None) -> GovernancePlan:
+    """Decide, per component, what a contact writes.
+
+    ``local`` is this host's value, ``agreed`` the value its last agreement with
+    the destination established (empty: none on record, e.g. the cache was
+    deleted), ``published`` what the destination holds now. For each component:
+
+    * the destination holds this host's value: agreed, nothing to write;
+    * it holds nothing: write, create-only (expect :data:`~hostcore.export.ref.ABSENT`);
+    * it holds the agreed value: write, expecting that value;
+    * it moved and this host's value did not: nothing to write (``status``
+      shows the destination moved);
+    * both moved (or nothing is on record and it holds another value): a
+      conflict, held back; never an overwrite.
+
+    ``adopt`` maps a component to a prefix of the value the destination holds:
+    write over exactly that value. :class:`AdoptRefused` if it holds another.
+    """
+    sets: dict[str, str] = {}
+    expect: dict[str, str] = {}
+    now: dict[str, str] = {}
+    conflicts: list[ComponentConflict] = []
+    for component in GOVERNANCE:
+        mine, last, theirs = (getattr(ref, component) for ref in (local, agreed, published))
+        lease = (adopt or {}).get(component)
+        if lease is not None:
+            _check_lease(component, lease, theirs)
+        if not mine:
+            continue
+        if mine == theirs:
+            now[component] = theirs
+        elif lease is not None:
+            sets[component], expect[component] = mine, theirs
+        elif not theirs:
+            sets[component], expect[component] = mine, ABSENT
+        elif theirs == last:
+            sets[component], expect[component] = mine, last
+        elif mine != last:
+            conflicts.append(ComponentConflict(component=component, expected=last,
+                                               found=theirs, attempted=mine))
+    return GovernancePlan(sets=_identities(sets), expect=_identities(expect),
+                          agreed=_identities(now), conflicts=tuple(conflicts))
+
+
+def _identities(values: Mapping[str, str]) -> Ref:
+    return msgspec.structs.replace(Ref(), **values)
+
+
+def _check_lease(component: str, prefix: str, held: str) -> None:
+    if held and held.startswith(prefix) and (len(prefix) >= ADOPT_PREFIX_CHARS
+                                             or prefix == held):
+        return
+    if held and held.startswith(prefix):
+        raise AdoptRefused(f"--adopt {component}={prefix}: name at least {ADOPT_PREFIX_CHARS} "
+                           f"characters of the value to replace ({held[:12]}…)")
+    now = f"holds {held[:12]}…" if held else "holds none"
+    raise AdoptRefused(f"--adopt {component}={prefix}: the destination's {component} now {now}, "
+                       "not the value you named: it moved since you looked. Nothing was "
+                       "adopted; `hostcore status` shows what it holds now.")
+
+
 # -- the engine --------------------------------------------------------------------
 
 
@@ -194,7 +306,12 @@ class ExportSummary(msgspec.Struct, kw_only=True):
     """What one export run did.
 
     ``done`` is true when the run reached the end of the feed; ``carried`` names
-    the governance components this run set at the destination.
+    the governance components this run set at the destination; ``conflicts``
+    the components held back (this host's value and the destination's differ
+    and neither is the one last agreed); ``resumed`` how many times the
+    destination changed under the run and it resumed from the destination's
+    own position; ``cache_saved`` is false when the ref cache could not be
+    written (the next run negotiates again).
     """
 
     destination: str
@@ -205,114 +322,211 @@ class ExportSummary(msgspec.Struct, kw_only=True):
     carried: list[str] = msgspec.field(default_factory=list)
     done: bool = False
     positions_dropped: bool = False
+    conflicts: list[ComponentConflict] = msgspec.field(default_factory=list)
+    resumed: int = 0
+    cache_saved: bool = True
+
+    def conflict(self) -> Conflict | None:
+        """The conflicts standing after this run as one :class:`Conflict`, if any."""
+        if not self.conflicts:
+            return None
+        return Conflict.of(self.conflicts, stream=self.stream, destination=self.destination)
 
 
 Progress = Callable[[ExportSummary], None]
+
+
+@dataclass
+class _Contact:
+    """What the destination said when the run (re)started: its instance and ref."""
+
+    instance: str
+    published: Ref
 
 
 class Exporter:
     """Pushes one stream of the host's export to one destination.
 
     :param batch_rows: rows per push (default :data:`BATCH_ROWS`).
+    :param max_resumes: how often one run follows a changed destination
+        (default :data:`MAX_RESUMES`).
+
+    ``run()`` and ``report()`` may be called from any thread (one run at a time
+    per host: the CLI and the worker hold the step lock).
     """
 
     def __init__(self, host: Host, destination: Any, *, stream: str = DEFAULT_STREAM,
-                 batch_rows: int = BATCH_ROWS) -> None:
+                 batch_rows: int = BATCH_ROWS, max_resumes: int = MAX_RESUMES) -> None:
         if batch_rows < 1:
             raise ValueError("batch_rows must be at least 1")
         self.host = host
         self.destination = destination
         self.stream = stream
         self.batch_rows = batch_rows
+        self.max_resumes = max_resumes
         self.cache = RefCache(host.root)
 
-    def run(self, *, max_rows: int | None = None, adopt: bool = False,
+    def run(self, *, max_rows: int | None = None, adopt: Mapping[str, str] | None = None,
             progress: Progress | None = None) -> ExportSummary:
-        """Push rows from the destination's position until the feed ends or
-        ``max_rows`` were pushed. Raises :class:`Conflict` if a governance change
-        this host carries meets a destination that moved.
+        """Publish this host's governance, then push rows from the destination's
+        position until the feed ends or ``max_rows`` were pushed.
 
-        ``adopt`` first records the identities the destination publishes as the
-        last contact: the explicit resolution of a conflict, after which this
-        host's own identities are written over them.
+        A governance conflict does not raise: it is held back, announced once and
+        listed in the summary's ``conflicts`` while content flows. ``adopt`` maps
+        a component to a prefix (at least :data:`ADOPT_PREFIX_CHARS` characters)
+        of the value the destination holds: this host's value is written over
+        exactly that one, or :class:`AdoptRefused` is raised before anything is
+        pushed if the destination holds another. Raises
+        :class:`~hostcore.export.batch.DestinationChanged` when the destination
+        changed under the run more than ``max_resumes`` times.
         """
         origin = self.host.store.instance_id
-        cached = self.cache.load(destination_key(self.destination))
         summary = ExportSummary(destination=self.destination.name, stream=self.stream)
+        cached = self.cache.load(destination_key(self.destination))
         summary.positions_dropped = cached.bind_store(origin)
-        published = self.destination.published(self.stream, origin)
-        observed = cached.ref(self.stream)
-        if adopt:
-            observed = msgspec.structs.replace(published, content=observed.content)
-        summary.position = published.content
         local = local_governance(self.host)
-        sets = Ref(**{c: getattr(local, c) for c in GOVERNANCE
-                      if getattr(local, c) != getattr(observed, c)})
-        expect = Ref(**{c: getattr(observed, c) for c in GOVERNANCE if getattr(sets, c)})
-        limit = max_rows if max_rows is not None else float("inf")
+        lease = dict(adopt or {})
+        try:
+            for attempt in itertools.count():
+                contact = self._contact(cached, origin)
+                summary.position = contact.published.content
+                try:
+                    self._govern(contact, origin, cached, local, lease, summary)
+                    lease = {}  # adopted: a resume asks the destination afresh
+                    self._push_rows(contact, origin, cached, summary, max_rows, progress)
+                    break
+                except DestinationChanged:
+                    if attempt >= self.max_resumes:
+                        raise
+                    summary.resumed += 1
+        finally:
+            agreed = cached.ref(self.stream)
+            cached.record(self.stream, msgspec.structs.replace(agreed, content=summary.position))
+            self._save(cached, summary)
+        self.host.emit("export.pushed", rows=summary.rows, batches=summary.batches,
+                       governance=bool(summary.carried), done=summary.done,
+                       conflicts=len(summary.conflicts), resumed=summary.resumed)
+        return summary
+
+    def _contact(self, cached: CachedRefs, origin: str) -> _Contact:
+        """Ask the destination who it is and what it holds; bind the cache to it."""
+        instance = destination_instance(self.destination)
+        published = self.destination.published(self.stream, origin)
+        cached.bind_instance(instance)
+        cached.observe(self.stream, published)
+        return _Contact(instance, published)
+
+    def _govern(self, contact: _Contact, origin: str, cached: CachedRefs, local: Ref,
+                lease: Mapping[str, str], summary: ExportSummary) -> None:
+        """Push this host's governance changes, alone, and record what stands."""
+        plan = plan_governance(local, cached.ref(self.stream), contact.published, lease)
+        agreed = _merged(cached.ref(self.stream), plan.agreed)
+        conflicts = list(plan.conflicts)
+        sets, expect = plan.sets, plan.expect
+        while sets != Ref():
+            batch = ExportBatch(stream=self.stream, origin=origin, rows=[], sets=sets,
+                                expect=expect, destination=contact.instance,
+                                after=contact.published.content)
+            try:
+                result = self.destination.push(batch)
+            except Conflict as refused:
+                # Another writer moved it between our read and the write: hold
+                # those components back and still write the others.
+                held = _held_back(refused, sets)
+                conflicts += held
+                sets, expect = _without(sets, held), _without(expect, held)
+                continue
+            summary.batches += 1
+            self._learn_instance(contact, cached)
+            written = [c for c in GOVERNANCE if getattr(sets, c)]
+            summary.carried = [c for c in GOVERNANCE if c in written or c in summary.carried]
+            agreed = _merged(agreed, Ref(**{c: getattr(result, c) for c in written}))
+            cached.observe(self.stream, result)
+            sets = Ref()
+        cached.record(self.stream, agreed)
+        for conflict in cached.record_conflicts(self.stream, conflicts):
+            self.host.emit("export.conflict", component=conflict.component)
+        summary.conflicts = conflicts
+        self._save(cached, summary)  # a governance write is recorded at once
+
+    def _push_rows(self, contact: _Contact, origin: str, cached: CachedRefs,
+                   summary: ExportSummary, max_rows: int | None,
+                   progress: Progress | None) -> None:
+        """Push rows past the destination's position, one push in flight at a time."""
+        remaining = float("inf") if max_rows is None else max_rows - summary.rows
         rows = self.host.seam.read_rows_since_sync(None, summary.position, EXPORT_COLUMNS)
         read = 0
         # One push in flight while the next batch is read and built: the
         # destination's encoding, writes and fsyncs overlap the seam's reads. Rows
         # are built on this thread, so the pusher holds the GIL only to encode.
-        in_flight: tuple[Future[Ref], int, Ref] | None = None
-        try:
-            with contextlib.closing(rows), ThreadPoolExecutor(
-                    max_workers=1, thread_name_prefix="hostcore-export") as pusher:
-                while True:
-                    size = int(min(self.batch_rows, limit - read))
-                    chunk = _next_rows(rows, size) if size else []
-                    read += len(chunk)
-                    if in_flight is not None:
-                        observed = self._settle(*in_flight, summary, cached, observed, progress)
-                        in_flight = None
-                    if not chunk and sets == Ref():
-                        summary.done = size > 0
-                        break
-                    batch = ExportBatch(stream=self.stream, origin=origin, rows=chunk,
-                                        sets=sets, expect=expect)
-                    job = pusher.submit(self.destination.push, batch)
-                    in_flight = (job, len(chunk), sets)
-                    sets = expect = Ref()
-                    if len(chunk) < size:
-                        summary.done = True
-                        break
+        in_flight: tuple[Future[Ref], int] | None = None
+        with contextlib.closing(rows), ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="hostcore-export") as pusher:
+            while True:
+                size = int(min(self.batch_rows, remaining - read))
+                chunk = _next_rows(rows, size) if size > 0 else []
+                read += len(chunk)
                 if in_flight is not None:
-                    observed = self._settle(*in_flight, summary, cached, observed, progress)
-        finally:
-            cached.record(self.stream, Ref(content=summary.position, **observed.governance()))
-            self.cache.save(cached)
-        self.host.emit("export.pushed", rows=summary.rows, batches=summary.batches,
-                       governance=bool(summary.carried), done=summary.done)
-        return summary
+                    self._settle(*in_flight, cached, summary, progress)
+                    self._learn_instance(contact, cached)
+                    in_flight = None
+                if not chunk:
+                    summary.done = size > 0
+                    break
+                batch = ExportBatch(stream=self.stream, origin=origin, rows=chunk,
+                                    destination=contact.instance, after=summary.position)
+                in_flight = (pusher.submit(self.destination.push, batch), len(chunk))
+                if len(chunk) < size:
+                    summary.done = True
+                    break
+            if in_flight is not None:
+                self._settle(*in_flight, cached, summary, progress)
+                self._learn_instance(contact, cached)
 
-    def _settle(self, job: Future[Ref], rows: int, sets: Ref, summary: ExportSummary,
-                cached: CachedRefs, observed: Ref, progress: Progress | None) -> Ref:
-        """Wait for one push and account for it; returns the last-contact identities."""
-        try:
-            result = job.result()
-        except Conflict as conflict:
-            self.host.emit("export.conflict", component=conflict.component)
-            raise
+    def _settle(self, job: Future[Ref], rows: int, cached: CachedRefs,
+                summary: ExportSummary, progress: Progress | None) -> None:
+        """Wait for one push and account for it."""
+        result = job.result()
         summary.rows += rows
         summary.batches += 1
         summary.position = max(summary.position, result.content)
-        if sets != Ref():
-            summary.carried = [c for c in GOVERNANCE if getattr(sets, c)]
-            observed = _governance_of(result)
-            cached.record(self.stream, observed)
-            self.cache.save(cached)  # the governance write is recorded at once
+        cached.observe(self.stream, result)
         if progress is not None:
             progress(summary)
-        return observed
+
+    def _learn_instance(self, contact: _Contact, cached: CachedRefs) -> None:
+        """After a push into a destination that had no instance id yet (the push
+        created its storage), take the id it was given, so the next batches and the
+        cache name it."""
+        if not contact.instance:
+            contact.instance = cached.instance = destination_instance(self.destination)
+
+    def _save(self, cached: CachedRefs, summary: ExportSummary) -> None:
+        if not self.cache.save(cached):
+            summary.cache_saved = False
 
     def report(self, *, count_limit: int = STATUS_COUNT_ROWS) -> ExportReport:
-        """The content and governance axes of ``hostcore status`` for this stream."""
-        observed = self.cache.load_observed().ref(self.stream)
-        hooked = self.host.hook.hostcore_published_ref(stream=self.stream, host=self.host)
+        """The content and governance axes of ``hostcore status`` for this stream.
+
+        Everything about the destination is asked of it now (through
+        ``hostcore_published_ref`` for this destination, else ``published()``):
+        the position and ``rows_behind`` never come from the cache. The cache
+        says only what this host last agreed with this same destination
+        instance; a cache about another one (or none) claims nothing.
+        """
+        origin = self.host.store.instance_id
+        observed = self.cache.load_observed()
+        agreed = Ref()
+        if (observed.destination == destination_key(self.destination)
+                and observed.instance == destination_instance(self.destination)):
+            agreed = observed.ref(self.stream)
+            if observed.store != origin:
+                agreed = msgspec.structs.replace(agreed, content=0)
+        hooked = self.host.hook.hostcore_published_ref(stream=self.stream, host=self.host,
+                                                       destination=self.destination)
         # A destination whose plugin does not implement the hook is asked directly.
         published = hooked if isinstance(hooked, Ref) else self.destination.published(
-            self.stream, self.host.store.instance_id)
+            self.stream, origin)
         behind, last = pending_rows(self.host, published.content, count_limit=count_limit)
         local = msgspec.structs.replace(local_governance(self.host), content=last)
         return ExportReport(
@@ -321,18 +535,44 @@ class Exporter:
             position=published.content,
             rows_behind=behind,
             rows_behind_capped=behind >= count_limit,
-            governance=compare(observed, published),
-            since_last_push=compare(local, observed),
+            governance=compare(agreed, published),
+            since_last_push=compare(local, agreed),
+            conflicts=list(plan_governance(local, agreed, published).conflicts),
+            ref_cache=self.cache.problem(),
         )
+
+
+def _merged(base: Ref, update: Ref) -> Ref:
+    """``base`` with every identity ``update`` claims."""
+    changes = {c: v for c, v in update.governance().items() if v}
+    return msgspec.structs.replace(base, **changes) if changes else base
+
+
+def _held_back(refused: Conflict, sets: Ref) -> list[ComponentConflict]:
+    """The components of ``sets`` a destination's Conflict holds back, with the
+    value this host tried to write. A Conflict naming none of them holds back all."""
+    named = {c.component: c for c in refused.conflicts if getattr(sets, c.component)}
+    if not named:
+        return [ComponentConflict(component=c, expected="", found="",
+                                  attempted=getattr(sets, c))
+                for c in GOVERNANCE if getattr(sets, c)]
+    return [msgspec.structs.replace(c, attempted=c.attempted or getattr(sets, c.component))
+            for c in named.values()]
+
+
+def _without(ref: Ref, held: list[ComponentConflict]) -> Ref:
+    return msgspec.structs.replace(ref, **{c.component: "" for c in held})
 
 
 class ExportReport(msgspec.Struct, kw_only=True):
     """The export's two axes: content as counts, governance as Divergences.
 
-    ``governance`` compares the ref observed at the last contact with the one
-    the destination publishes now; ``since_last_push`` compares this host's ref
-    with the one observed at the last contact (a moved ``context`` means the
-    local policy changed since the last push; rows already forwarded stay).
+    ``governance`` compares the ref this host last agreed with the destination
+    with the one it publishes now; ``since_last_push`` compares this host's ref
+    with the one last agreed (a moved ``context`` means the local policy changed
+    since the last push; rows already forwarded stay); ``conflicts`` lists the
+    components whose write is held back; ``ref_cache`` says why the ref cache
+    cannot be kept, when it cannot.
     """
 
     destination: str
@@ -342,13 +582,15 @@ class ExportReport(msgspec.Struct, kw_only=True):
     rows_behind_capped: bool
     governance: Divergence
     since_last_push: Divergence
+    conflicts: list[ComponentConflict] = msgspec.field(default_factory=list)
+    ref_cache: str | None = None
 
     def policy_moved(self) -> bool:
         return "context" in self.since_last_push.moved()
 
     def as_status(self) -> dict[str, Any]:
         """Flat, readable values for ``hostcore status`` (enums and short hashes)."""
-        return {
+        status = {
             "destination": self.destination,
             "stream": self.stream,
             "position": self.position,
@@ -360,7 +602,23 @@ class ExportReport(msgspec.Struct, kw_only=True):
             "local_policy": (
                 "moved since the last push; rows already forwarded are not retracted"
                 if self.policy_moved() else "unchanged since the last push"),
+            "conflicts": _render_conflicts(self.conflicts),
         }
+        if self.ref_cache is not None:
+            status["ref_cache"] = f"not kept: {self.ref_cache}"
+        return status
+
+
+def _render_conflicts(conflicts: list[ComponentConflict]) -> str:
+    if not conflicts:
+        return "none"
+    return "; ".join(f"{c.component}: this host's {c.attempted[:12]} held back, the "
+                     f"destination holds {c.found[:12]}" for c in conflicts)
+
+
+def adopt_hint(conflicts: list[ComponentConflict]) -> str:
+    """The ``--adopt`` arguments that would replace exactly the values found."""
+    return " ".join(f"--adopt {c.component}={c.found[:12]}" for c in conflicts if c.found)
 
 
 def _render_divergence(divergence: Divergence) -> dict[str, str]:
@@ -371,10 +629,6 @@ def _render_divergence(divergence: Divergence) -> dict[str, str]:
             text += f" {str(diff.local)[:12]}→{str(diff.remote)[:12]}"
         rendered[diff.component] = text
     return rendered
-
-
-def _governance_of(ref: Ref) -> Ref:
-    return Ref(**ref.governance())
 
 
 def _next_rows(rows: Iterator[tuple[Any, ...]], count: int) -> list[ExportRow]:

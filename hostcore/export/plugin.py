@@ -27,15 +27,19 @@ if TYPE_CHECKING:
 EVENTS = (
     EventSpec(
         "export.pushed",
-        {"rows": int, "batches": int, "governance": bool, "done": bool},
+        {"rows": int, "batches": int, "governance": bool, "done": bool, "conflicts": int,
+         "resumed": int},
         "An export run ended: rows and pushes made, whether it carried a governance "
-        "change to the destination, and whether it reached the end of the feed.",
+        "change to the destination, whether it reached the end of the feed, the "
+        "governance components held back by a conflict, and how many times the "
+        "destination changed under the run and it resumed from the destination's position.",
     ),
     EventSpec(
         "export.conflict",
         {"component": GOVERNANCE},
-        "A push carrying a governance change found that component moved at the "
-        "destination since this host last saw it; nothing was written.",
+        "This host's value for a governance component and the destination's differ, and "
+        "neither is the one they last agreed on: the write is held back (content keeps "
+        "flowing) until one side changes or someone adopts. Emitted once per conflict.",
     ),
 )
 
@@ -43,9 +47,10 @@ EVENTS = (
 RUN_ROWS = 200_000
 
 CONFLICT_HINT = (
-    "`hostcore status` shows what moved. Once someone has decided, `hostcore export "
-    "--adopt` takes the destination's values as the last contact and writes this host's "
-    "over them."
+    "Content is still exported; only these governance writes are held back. `hostcore "
+    "status` shows what moved. Once someone has decided that this host's value stands, "
+    "`hostcore export --adopt COMPONENT=PREFIX` (PREFIX: the start of the destination's "
+    "value, as shown) writes it over exactly that value, and refuses if it moved again."
 )
 
 
@@ -68,8 +73,11 @@ class ExportWorker:
 
     def run(self, host: Host) -> WorkerResult:
         summary = Exporter(host, select_destination(host)).run(max_rows=self.run_rows)
+        # A conflict is not a failed step: content went out, and the conflict is in
+        # status and announced once; failing every tick would say nothing new.
         return WorkerResult(pending=not summary.done,
-                            counts={"rows": summary.rows, "batches": summary.batches})
+                            counts={"rows": summary.rows, "batches": summary.batches,
+                                    "conflicts": len(summary.conflicts)})
 
     def status(self) -> dict[str, Any]:
         try:

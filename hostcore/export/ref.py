@@ -23,14 +23,19 @@ and a missing one decodes as that zero value.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
+from typing import Any
 
 import msgspec
 
 from hostcore.errors import HostcoreError
 
 DEFAULT_STREAM = "main"
+# The longest identity a Ref carries: a hash is 64 hex digits; a destination may
+# publish its own, shorter or longer, but never free text.
+IDENTITY_MAX_CHARS = 256
 # An expectation that a component holds nothing yet: a first write that must not
 # overwrite a value it never saw (create-only). Not a hash, so never a value.
 ABSENT = "(absent)"
@@ -38,6 +43,7 @@ ABSENT = "(absent)"
 # The governance components, in the order every report lists them.
 GOVERNANCE: tuple[str, ...] = ("context", "terms", "decisions")
 COMPONENTS: tuple[str, ...] = ("content", *GOVERNANCE)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class Status(StrEnum):
@@ -51,12 +57,30 @@ class Status(StrEnum):
 
 
 class Ref(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """One stream's position and governance identities. The zero ref claims nothing."""
+    """One stream's position and governance identities. The zero ref claims nothing.
+
+    Fields are checked when a Ref is built or decoded (``ValueError``, or
+    ``msgspec.ValidationError`` when decoding): ``content`` is an ``int`` of at
+    least ``0``; each identity is a ``str`` of at most :data:`IDENTITY_MAX_CHARS`
+    characters with no control character (a hash, or :data:`ABSENT` in an
+    expectation), so a Ref a plugin hands over can never smuggle a separator
+    into a comparison, a file or a message.
+    """
 
     content: int = 0
     context: str = ""
     terms: str = ""
     decisions: str = ""
+
+    def __post_init__(self) -> None:
+        if type(self.content) is not int or self.content < 0:
+            raise ValueError(f"ref content {self.content!r}: expected a position (an int >= 0)")
+        for name in GOVERNANCE:
+            value = getattr(self, name)
+            if type(value) is not str or len(value) > IDENTITY_MAX_CHARS or _has_control(value):
+                raise ValueError(f"ref {name} {str(value)[:80]!r}: expected an identity (text of "
+                                 f"at most {IDENTITY_MAX_CHARS} characters, no control "
+                                 "characters)")
 
     def governance(self) -> dict[str, str]:
         """The three identities by component name (empty ones included)."""
@@ -143,8 +167,13 @@ def identity(*fields: str) -> str:
     """The identity of one member of a governed set: SHA-256 hex of its fields.
 
     The fields are UTF-8 encoded and joined with NUL, so ``("ab", "c")`` and
-    ``("a", "bc")`` hash differently.
+    ``("a", "bc")`` hash differently. A field containing NUL would make two
+    different lists hash alike, so it raises ``ValueError``: callers passing
+    text a plugin supplied check it where the plugin hands it over.
     """
+    for field in fields:
+        if "\0" in field:
+            raise ValueError(f"identity field {field[:80]!r} contains NUL, the field separator")
     return hashlib.sha256("\0".join(fields).encode("utf-8")).hexdigest()
 
 
@@ -153,27 +182,105 @@ def fold(members: Mapping[str, str]) -> str:
 
     For each name in sorted order the bytes ``name NUL hash LF`` (UTF-8) are
     hashed. ``fold({})`` is the digest of no bytes: a claim that the set is
-    empty, which is not the same as ``""`` (no claim at all).
+    empty, which is not the same as ``""`` (no claim at all). A name or hash
+    containing NUL or LF would let two different sets fold alike, so it raises
+    ``ValueError``.
     """
     digest = hashlib.sha256()
     for name in sorted(members):
-        digest.update(f"{name}\0{members[name]}\n".encode())
+        member = members[name]
+        for text in (name, member):
+            if "\0" in text or "\n" in text:
+                raise ValueError(f"fold member {text[:80]!r} contains NUL or a newline, "
+                                 "the separators of a fold")
+        digest.update(f"{name}\0{member}\n".encode())
     return digest.hexdigest()
 
 
-class Conflict(HostcoreError):
-    """A governance write found the destination's component moved since it was read."""
+def _has_control(text: str) -> bool:
+    return _CONTROL.search(text) is not None
 
-    def __init__(self, component: str, expected: str, actual: str) -> None:
+
+class ComponentConflict(msgspec.Struct, frozen=True, kw_only=True):
+    """One governance component a write found moved: what the writer expected it
+    to hold (:data:`ABSENT`: nothing yet; ``""``: no agreement on record), what
+    it holds, and the value the writer tried to put there."""
+
+    component: str
+    expected: str
+    found: str
+    attempted: str = ""
+
+
+class Conflict(HostcoreError):
+    """A governance write found components moved at the destination since they were read.
+
+    It names every component that moved (:attr:`conflicts`, in the order
+    context, terms, decisions), the stream and destination when known, and the
+    value this side tried to write. ``component``, ``expected`` and ``actual``
+    are those of the first. It pickles, so a worker process can report it.
+    """
+
+    def __init__(self, component: str, expected: str, actual: str, *, attempted: str = "",
+                 stream: str = "", destination: str = "",
+                 more: Iterable[ComponentConflict] = ()) -> None:
         self.component = component
         self.expected = expected
         self.actual = actual
-        super().__init__(
-            f"{component} moved at the destination: expected {expected or '(none)'}, "
-            f"found {actual or '(none)'}. Retrying the same write cannot resolve this: "
-            f"someone must decide which {component} stands, then write against the "
-            "value found."
-        )
+        self.stream = stream
+        self.destination = destination
+        first = ComponentConflict(component=component, expected=expected, found=actual,
+                                  attempted=attempted)
+        self.conflicts: tuple[ComponentConflict, ...] = (first, *more)
+        super().__init__(_conflict_message(self.conflicts, stream, destination))
+
+    @classmethod
+    def of(cls, conflicts: Iterable[ComponentConflict], *, stream: str = "",
+           destination: str = "") -> Conflict:
+        """One Conflict naming every one of ``conflicts`` (at least one)."""
+        first, *more = conflicts
+        return cls(first.component, first.expected, first.found, attempted=first.attempted,
+                   stream=stream, destination=destination, more=more)
+
+    @property
+    def components(self) -> list[str]:
+        """The names of the components that moved."""
+        return [c.component for c in self.conflicts]
+
+    def at(self, destination: str) -> Conflict:
+        """This conflict, naming ``destination`` (what a pusher adds to a destination's)."""
+        return Conflict.of(self.conflicts, stream=self.stream, destination=destination)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_conflict, (self.conflicts, self.stream, self.destination))
+
+
+def _rebuild_conflict(conflicts: tuple[ComponentConflict, ...], stream: str,
+                      destination: str) -> Conflict:
+    return Conflict.of(conflicts, stream=stream, destination=destination)
+
+
+def _conflict_message(conflicts: tuple[ComponentConflict, ...], stream: str,
+                      destination: str) -> str:
+    names = [c.component for c in conflicts]
+    where = " at the destination" + (f" {destination!r}" if destination else "")
+    if stream:
+        where += f" (stream {stream!r})"
+    parts = []
+    for c in conflicts:
+        part = f"{c.component}: expected {_shown(c.expected)}, found {_shown(c.found)}"
+        if c.attempted:
+            part += f"; this side tried to write {_shown(c.attempted)}"
+        parts.append(part)
+    return (f"{' and '.join(names)} moved{where}: {'; '.join(parts)}. Retrying the same "
+            "write cannot resolve this: someone must decide which value stands, then write "
+            "against the value found.")
+
+
+def _shown(value: str) -> str:
+    if value == ABSENT:
+        return "nothing yet"
+    return value or "(none)"
 
 
 def assert_component(component: str, expected: str, actual: str) -> None:

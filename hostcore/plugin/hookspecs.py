@@ -218,17 +218,28 @@ def hostcore_work_item_event(event: Any, host: Host) -> None:
 
 
 @hookspec(firstresult=True)
-def hostcore_published_ref(stream: str, host: Host) -> Any:
-    """Return the ``hostcore.export.ref.Ref`` a destination publishes for ``stream``.
+def hostcore_published_ref(stream: str, host: Host, destination: Any) -> Any:
+    """Return the ``hostcore.export.ref.Ref`` ``destination`` publishes for ``stream``.
 
-    The first non-``None`` result wins. Only contribute the ref: the comparison
-    is made by ``hostcore.export.ref.compare`` so every surface agrees on what moved.
+    ``destination`` is the registered destination object being asked about (the
+    one ``hostcore status`` reports on). Return ``None`` unless it is yours: the
+    first non-``None`` result wins, so answering for another plugin's
+    destination would show its position and identities as this one's. The ref's
+    ``content`` is the position held from this host's store
+    (``host.store.instance_id``), its identities the ones published for that
+    store. Only contribute the ref: the comparison is made by
+    ``hostcore.export.ref.compare`` so every surface agrees on what moved.
 
     Example::
 
         @hookimpl
-        def hostcore_published_ref(stream):
-            return read_published_ref(stream)   # -> Ref | None
+        def hostcore_published_ref(stream, host, destination):
+            if destination is not my_destination:
+                return None
+            return my_destination.published(stream, host.store.instance_id)
+
+    ``destination`` was added in 0.2; an implementation that does not take it
+    still receives the other arguments, and should now take it.
 
     .. versionadded:: 0.1
     """

@@ -10,8 +10,11 @@ import pytest
 from hostcore.plugin.registration import KINDS, validate
 from hostcore.testing.kit import _PluginSuite, contract_failure, registered_objects, require
 
-# The origin (store identity) the kit's hand-made batches claim to come from.
+# The origins (store identities) the kit's hand-made batches claim to come from.
 KIT_ORIGIN = "hostcore-conformance-origin"
+OTHER_ORIGIN = "hostcore-conformance-other"
+# An instance id no destination ever has: a pusher that resumed from another one.
+FOREIGN_INSTANCE = "hostcore-conformance-foreign-instance"
 
 
 def export_rows(first: int, last: int) -> list[Any]:
@@ -31,13 +34,20 @@ class DestinationConformance(_PluginSuite):
 
     Contract (see ``hostcore.plugin.registration.Destination``): ``published(stream, origin)``
     reports the last durably held position (``0`` before any push) and the
-    identities published, without writing; ``push(batch)`` appends only the rows
-    past that position — so a rerun of an overlapping batch holds every row once —
-    and returns the ref it now publishes, which ``published`` then agrees with,
-    also after a restart; a governance change whose expectation does not match
-    what the destination holds raises ``hostcore.export.ref.Conflict`` and writes
-    nothing; the export engine drives it to the end of the feed and a second run
-    pushes nothing.
+    identities published for that origin, without writing; ``push(batch)``
+    appends only the rows past that position — so a rerun of an overlapping
+    batch holds every row once — and returns the ref it now publishes, which
+    ``published`` then agrees with, also after a restart. Before writing
+    anything a push checks continuity (a batch naming another instance, or
+    resumed from another position, raises
+    ``hostcore.export.batch.DestinationChanged``) and governance (a change whose
+    expectation does not match what is held, including a create-only
+    expectation meeting any value, raises ``hostcore.export.ref.Conflict``
+    naming every component that moved). Governance is kept per origin. An
+    optional ``instance()`` is non-empty once the destination holds anything and
+    stable across restarts. The plugin's ``hostcore_published_ref``, if any,
+    answers only for its own destination. The export engine drives it to the end
+    of the feed and a second run pushes nothing.
 
     Fixtures to provide: ``plugin``, usually ``plugin_config``; and
     ``held_positions`` returning a callable ``(host, stream, origin) -> list[int]``
@@ -95,11 +105,25 @@ class DestinationConformance(_PluginSuite):
                 "must return the hostcore.export.ref.Ref it publishes after the push.")
         return ref
 
-    def _batch(self, rows: list[Any], **governance: Any) -> Any:
+    def _batch(self, rows: list[Any], *, origin: str = KIT_ORIGIN, **governance: Any) -> Any:
         from hostcore.export.batch import ExportBatch
         from hostcore.export.ref import DEFAULT_STREAM
 
-        return ExportBatch(stream=DEFAULT_STREAM, origin=KIT_ORIGIN, rows=rows, **governance)
+        return ExportBatch(stream=DEFAULT_STREAM, origin=origin, rows=rows, **governance)
+
+    def _instance(self, destination: Any) -> str:
+        instance = getattr(destination, "instance", None)
+        if not callable(instance):
+            return ""
+        try:
+            found = instance()
+        except Exception as exc:
+            contract_failure(f"destination {destination.name!r}: instance() raised.",
+                             raised=exc)
+        require(isinstance(found, str),
+                f"destination {destination.name!r}: instance() returned "
+                f"{type(found).__name__}; it must return a str ('' before any storage).")
+        return str(found)
 
     def test_destination_is_a_valid_registration(self, destinations: list[Any]) -> None:
         for destination in destinations:
@@ -203,3 +227,160 @@ class DestinationConformance(_PluginSuite):
             require(held == sorted(set(held)) and len(held) == 7,
                     f"destination {destination.name!r}: after two exports of 7 rows it holds "
                     f"positions {held}.")
+
+    def test_the_instance_id_names_the_storage_and_survives_a_restart(
+            self, destinations: list[Any], plugin: object,
+            build_host: Callable[..., Any]) -> None:
+        instances = {}
+        for destination in destinations:
+            if not callable(getattr(destination, "instance", None)):
+                continue  # optional: continuity then rests on the position alone
+            self._push(destination, self._batch(export_rows(1, 2)))
+            instances[destination.name] = self._instance(destination)
+            require(instances[destination.name],
+                    f"destination {destination.name!r}: instance() is empty after a push; "
+                    "create the id with the storage, so a replaced destination answers a "
+                    "new one.")
+        restarted = {d.name: d for d in registered_objects(build_host(), plugin, "destination")}
+        for name, instance in instances.items():
+            again = self._instance(restarted[name])
+            require(again == instance,
+                    f"destination {name!r}: instance() answered {instance!r}, then {again!r} "
+                    "after a restart; it must be stable while the storage is the same.")
+
+    def test_a_push_resumed_from_elsewhere_is_refused_and_writes_nothing(
+            self, destination_host: Any, destinations: list[Any], held_positions: Any) -> None:
+        from hostcore.export.batch import DestinationChanged
+        from hostcore.export.ref import DEFAULT_STREAM, Ref
+
+        for destination in destinations:
+            self._push(destination, self._batch(export_rows(1, 3)))
+            instance = self._instance(destination)
+            before = self._published(destination, DEFAULT_STREAM, KIT_ORIGIN)
+            cases = {
+                "resumed from position 2 while it holds 3":
+                    self._batch(export_rows(3, 5), after=2, destination=instance,
+                                sets=Ref(context="c-stale")),
+                "naming another instance":
+                    self._batch(export_rows(4, 5), after=3, destination=FOREIGN_INSTANCE,
+                                sets=Ref(context="c-foreign")),
+            }
+            for what, batch in cases.items():
+                try:
+                    destination.push(batch)
+                except DestinationChanged:
+                    pass
+                except Exception as exc:
+                    contract_failure(f"destination {destination.name!r}: a push {what} raised "
+                                     f"{type(exc).__name__}, not DestinationChanged.",
+                                     raised=exc)
+                else:
+                    contract_failure(
+                        f"destination {destination.name!r}: a push {what} was accepted. Call "
+                        "hostcore.export.batch.check_continuity(batch, instance, held) under "
+                        "your lock before writing: a pusher that resumed from another "
+                        "destination (deleted, re-created, restored) would leave a gap.")
+                held = held_positions(destination_host, DEFAULT_STREAM, KIT_ORIGIN)
+                after = self._published(destination, DEFAULT_STREAM, KIT_ORIGIN)
+                require(held == [1, 2, 3] and after == before,
+                        f"destination {destination.name!r}: a refused push {what} still "
+                        f"changed it (holds {held}, publishes {after}).")
+            resumed = self._push(destination, self._batch(export_rows(4, 5), after=3,
+                                                          destination=instance))
+            require(resumed.content == 5,
+                    f"destination {destination.name!r}: a push resumed from the position it "
+                    f"holds returned position {resumed.content}, not 5.")
+
+    def test_governance_is_kept_per_origin(self, destinations: list[Any]) -> None:
+        from hostcore.export.ref import DEFAULT_STREAM, Conflict, Ref
+
+        for destination in destinations:
+            self._push(destination, self._batch(export_rows(1, 1), sets=Ref(context="c-a")))
+            self._push(destination, self._batch(export_rows(1, 1), origin=OTHER_ORIGIN,
+                                                sets=Ref(context="c-b")))
+            try:
+                self._push(destination, self._batch([], origin=OTHER_ORIGIN,
+                                                    sets=Ref(context="c-b2"),
+                                                    expect=Ref(context="c-b")))
+            except Conflict:
+                contract_failure(f"destination {destination.name!r}: origin B's write "
+                                 "expecting its own context 'c-b' conflicted: governance "
+                                 "must be kept per (stream, origin), so hosts sharing a "
+                                 "destination never fight over it.")
+            mine = self._published(destination, DEFAULT_STREAM, KIT_ORIGIN).context
+            theirs = self._published(destination, DEFAULT_STREAM, OTHER_ORIGIN).context
+            require((mine, theirs) == ("c-a", "c-b2"),
+                    f"destination {destination.name!r}: after origin A set context 'c-a' and "
+                    f"origin B 'c-b2', it publishes {mine!r} for A and {theirs!r} for B.")
+
+    def test_a_create_only_write_meets_any_value_as_a_conflict(
+            self, destination_host: Any, destinations: list[Any], held_positions: Any) -> None:
+        from hostcore.export.ref import ABSENT, DEFAULT_STREAM, Conflict, Ref
+
+        for destination in destinations:
+            first = self._push(destination, self._batch(
+                export_rows(1, 1), sets=Ref(context="c1"), expect=Ref(context=ABSENT)))
+            require(first.context == "c1",
+                    f"destination {destination.name!r}: a create-only write of context 'c1' "
+                    f"into nothing left it publishing {first.context!r}.")
+            try:
+                self._push(destination, self._batch(export_rows(2, 2), sets=Ref(context="c2"),
+                                                    expect=Ref(context=ABSENT)))
+            except Conflict:
+                pass
+            else:
+                contract_failure(
+                    f"destination {destination.name!r}: a create-only write (expect ABSENT) "
+                    "overwrote the context it held. Apply governance with "
+                    "hostcore.export.apply_governance: ABSENT expects no value yet.")
+            held = held_positions(destination_host, DEFAULT_STREAM, KIT_ORIGIN)
+            now = self._published(destination, DEFAULT_STREAM, KIT_ORIGIN).context
+            require(held == [1] and now == "c1",
+                    f"destination {destination.name!r}: a refused create-only write still "
+                    f"changed it (holds {held}, context {now!r}).")
+
+    def test_a_conflict_names_every_component_that_moved(self, destinations: list[Any]) -> None:
+        from hostcore.export.ref import Conflict, Ref
+
+        for destination in destinations:
+            self._push(destination, self._batch(export_rows(1, 1),
+                                                sets=Ref(context="c1", terms="t1")))
+            stale = self._batch([], sets=Ref(context="c3", terms="t3"),
+                                expect=Ref(context="c0", terms="t0"))
+            try:
+                self._push(destination, stale)
+            except Conflict as conflict:
+                named = getattr(conflict, "components", [conflict.component])
+                require(named == ["context", "terms"],
+                        f"destination {destination.name!r}: a write whose context and terms "
+                        f"both moved raised a Conflict naming {named}; name every component "
+                        "(hostcore.export.apply_governance does).")
+            else:
+                contract_failure(f"destination {destination.name!r}: a write with stale "
+                                 "expectations for context and terms was accepted.")
+
+    def test_the_published_ref_hook_answers_only_for_its_own_destination(
+            self, destination_host: Any, destinations: list[Any]) -> None:
+        from hostcore.export.ref import DEFAULT_STREAM
+
+        host = destination_host
+
+        class Elsewhere:
+            name = "conformance-elsewhere"
+            key = "conformance:elsewhere"
+
+        for destination in destinations:
+            self._push(destination, self._batch(export_rows(1, 2)))
+        foreign = host.hook.hostcore_published_ref(stream=DEFAULT_STREAM, host=host,
+                                                   destination=Elsewhere())
+        require(foreign is None,
+                f"hostcore_published_ref answered {foreign!r} for a destination that is not "
+                "the plugin's; return None unless `destination` is yours, or `hostcore "
+                "status` shows your position as another destination's.")
+        for destination in destinations:
+            answer = host.hook.hostcore_published_ref(stream=DEFAULT_STREAM, host=host,
+                                                      destination=destination)
+            expected = self._published(destination, DEFAULT_STREAM, host.store.instance_id)
+            require(answer is None or answer == expected,
+                    f"destination {destination.name!r}: hostcore_published_ref answered "
+                    f"{answer!r}, published() {expected!r}; they must agree.")

@@ -1,16 +1,18 @@
-"""A folder that receives the export stream: append-only JSONL segments and a published ref.
+"""A folder that receives the export stream: append-only JSONL segments and published refs.
 
 Layout under the destination folder::
 
+    .instance                             this folder's instance id, created with it
     <stream>/.lock                        serialises pushes (flock), across processes
-    <stream>/ref.json                     the governance identities it publishes (a Ref)
+    <stream>/<origin>/ref.json            the governance identities published for <origin>
     <stream>/<origin>/<first>.jsonl       segments of rows from one store, in position order
 
 ``<origin>`` is the identity of the store the rows came from (positions of two
 stores are two feeds, so several hosts can forward into one folder), and
 ``<first>`` the 20-digit position of the segment's first row. A segment is
 only ever appended to; the next push after it reaches ``segment_bytes`` starts a
-new one.
+new one. Governance is kept per origin too: hosts sharing the folder never
+write over each other's identities.
 
 Each line is one ``hostcore.export.ExportRow`` encoded as a JSON array, its
 fields in this order (``hostcore.export.EXPORT_ROW_FIELDS``)::
@@ -22,33 +24,49 @@ An array rather than an object because the names would otherwise repeat on
 every line: about 30% of the bytes written. :meth:`DirectoryDestination.read_rows`
 reads the rows back as ``ExportRow`` values.
 
+Identity. ``.instance`` holds a random id written (create-only) by the first
+push into an empty folder. A folder deleted and re-created answers a new id; a
+backup copied back answers the old id but an older position. Every push checks,
+under the lock and before writing, that the folder is the instance, at the
+position, the pusher resumed from (``hostcore.export.batch.check_continuity``),
+and refuses with ``DestinationChanged`` otherwise; files that vanish during a
+push (the folder was deleted under it) are refused the same way. Segments that
+exist are appended to without ``O_CREAT`` and new ones are created exclusively,
+so a deleted segment is never silently re-created holding only later rows.
+
 Durability and recovery. A push writes its rows and syncs (fdatasync) the
-segment (and the folder when it created the segment), then replaces
-``ref.json`` if the push changed governance, and only then returns. The last complete line of
-an origin's newest segment is therefore the durable position, and it is the
-truth: ``published`` reads it from the tail of one file, and a push, under the
-lock, first cuts a torn final line (a write killed midway) and removes a
-segment left with no complete line. Rows at or below the position are dropped on
-append, so a rerun after a kill neither loses nor duplicates a row. Recovery
-reads backwards from the end of one segment only.
+segment (and the folder when it created the segment), then replaces the
+origin's ``ref.json`` if the push changed governance, and only then returns.
+The last complete line of an origin's newest segment is therefore the durable
+position, and it is the truth: ``published`` reads it from the tail of one file,
+and a push, under the lock, first cuts a torn final line (a write killed
+midway) and removes a segment left with no complete line. Rows at or below the
+position are dropped on append, so a rerun after a kill neither loses nor
+duplicates a row. Recovery reads backwards from the end of one segment only.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 import re
+import tempfile
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
 
-from hostcore.files import STATE_FILE_MODE, atomic_write, ensure_dir, fsync_dir
 from hostcore.errors import HostcoreError
-from hostcore.export.batch import ExportBatch, ExportRow, apply_governance
+from hostcore.export.batch import (
+    DestinationChanged,
+    ExportBatch,
+    ExportRow,
+    apply_governance,
+    check_continuity,
+)
 from hostcore.export.ref import Ref
+from hostcore.files import STATE_FILE_MODE, atomic_write, ensure_dir, file_lock, fsync_dir
 
 # A segment is closed at the first push after it reaches this size.
 SEGMENT_BYTES = 64 * 1024 * 1024
@@ -57,6 +75,8 @@ TAIL_CHUNK_BYTES = 64 * 1024
 
 REF_FILE = "ref.json"
 LOCK_FILE = ".lock"
+INSTANCE_FILE = ".instance"
+_INSTANCE = re.compile(r"^[0-9a-f]{32}$")
 SEGMENT_SUFFIX = ".jsonl"
 # Streams and origins become folder names: one plain path component, nothing more.
 _COMPONENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -127,33 +147,76 @@ class DirectoryDestination:
 
     # -- the Destination protocol -----------------------------------------------
 
+    def instance(self) -> str:
+        """This folder's instance id; ``""`` before the first push created it."""
+        if self.path is None:
+            return ""
+        return _read_instance(self.path / INSTANCE_FILE)
+
     def published(self, stream: str, origin: str) -> Ref:
-        """The ref published for ``stream``; content is ``origin``'s durable position.
+        """The ref published for ``origin``'s ``stream``; content is its durable position.
 
         Reads only: a torn final line is skipped here, and cut by the next push.
         """
-        held = self._read_ref(stream)
-        tail = self._tail(self._origin_dir(stream, origin), repair=False)
+        origin_dir = self._origin_dir(stream, origin)
+        held = self._read_ref(origin_dir)
+        tail = self._tail(origin_dir, repair=False)
         return msgspec.structs.replace(held, content=tail.position)
 
     def push(self, batch: ExportBatch) -> Ref:
-        """Apply ``batch`` (see ``hostcore.plugin.registration.Destination``) and return the new ref."""
+        """Apply ``batch`` (see ``hostcore.plugin.registration.Destination``); the new ref."""
         stream_dir = self._stream_dir(batch.stream)
         origin_dir = self._origin_dir(batch.stream, batch.origin)
-        with self._locked(stream_dir):
-            tail = self._tail(origin_dir, repair=True)
-            self.last_recovery = tail.recovery
-            if self.on_recover is not None and (tail.recovery.torn_bytes
-                                                or tail.recovery.segments_dropped):
-                self.on_recover(tail.recovery)
-            held = self._read_ref(batch.stream)
-            governed = apply_governance(held, batch)  # raises Conflict before any write
-            rows = _rows_past(batch.rows, tail.position)
-            if rows:
-                self._append(origin_dir, tail, rows)
-            if governed != held:
-                atomic_write(stream_dir / REF_FILE, _encoder.encode(governed))
+        try:
+            with file_lock(stream_dir / LOCK_FILE):
+                return self._push_locked(batch, origin_dir)
+        except FileNotFoundError:
+            # A file or folder this push relied on vanished under it: the folder
+            # was deleted (or swapped) meanwhile, and what was written may be gone.
+            raise DestinationChanged(batch.destination, "", batch.after, -1) from None
+
+    def _push_locked(self, batch: ExportBatch, origin_dir: Path) -> Ref:
+        assert self.path is not None  # _stream_dir refused an unconfigured folder
+        instance = self._ensure_instance()
+        tail = self._tail(origin_dir, repair=True)
+        self.last_recovery = tail.recovery
+        if self.on_recover is not None and (tail.recovery.torn_bytes
+                                            or tail.recovery.segments_dropped):
+            self.on_recover(tail.recovery)
+        check_continuity(batch, instance, tail.position)  # before any write
+        held = self._read_ref(origin_dir)
+        governed = apply_governance(held, batch)  # raises Conflict before any write
+        rows = _rows_past(batch.rows, tail.position)
+        if rows:
+            self._append(origin_dir, tail, rows)
+        if governed != held:
+            ensure_dir(origin_dir)
+            atomic_write(origin_dir / REF_FILE, _encoder.encode(governed))
         return msgspec.structs.replace(governed, content=tail.position)
+
+    def _ensure_instance(self) -> str:
+        """The folder's instance id, created (create-only, durably) if it has none."""
+        assert self.path is not None
+        path = self.path / INSTANCE_FILE
+        found = _read_instance(path)
+        if found:
+            return found
+        ensure_dir(self.path)
+        created = uuid.uuid4().hex
+        fd, tmp = tempfile.mkstemp(prefix=f"{INSTANCE_FILE}.", suffix=".tmp", dir=self.path)
+        try:
+            os.fchmod(fd, STATE_FILE_MODE)
+            os.write(fd, f"{created}\n".encode())
+            os.fsync(fd)
+            os.close(fd)
+            try:
+                os.link(tmp, path)  # create-only: two first pushes agree on one id
+            except FileExistsError:
+                return _read_instance(path)
+            fsync_dir(self.path)
+        finally:
+            os.unlink(tmp)
+        return created
 
     # -- reading what it holds ---------------------------------------------------
 
@@ -198,18 +261,8 @@ class DirectoryDestination:
     def _origin_dir(self, stream: str, origin: str) -> Path:
         return self._stream_dir(stream) / _component("origin", origin)
 
-    @contextlib.contextmanager
-    def _locked(self, stream_dir: Path) -> Iterator[None]:
-        ensure_dir(stream_dir)
-        fd = os.open(stream_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
-
-    def _read_ref(self, stream: str) -> Ref:
-        path = self._stream_dir(stream) / REF_FILE
+    def _read_ref(self, origin_dir: Path) -> Ref:
+        path = origin_dir / REF_FILE
         try:
             data = path.read_bytes()
         except FileNotFoundError:
@@ -254,11 +307,16 @@ class DirectoryDestination:
         data = _encoder.encode_lines(rows)
         created = tail.segment is None or tail.size >= self.segment_bytes
         segment = tail.segment
+        # An existing segment is opened without O_CREAT and a new one exclusively:
+        # if the folder was emptied under this push, the open fails rather than
+        # re-create a segment holding only the rows after a gap.
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
         if segment is None or created:
             ensure_dir(origin_dir)
             segment = origin_dir / f"{rows[0].position:020d}{SEGMENT_SUFFIX}"
+            flags |= os.O_CREAT | os.O_EXCL
             tail.size = 0
-        with open(segment, "ab", opener=_private) as handle:
+        with open(os.open(segment, flags, STATE_FILE_MODE), "wb") as handle:
             handle.write(data)
             handle.flush()
             _sync_data(handle.fileno())
@@ -274,9 +332,19 @@ class DirectoryDestination:
 _sync_data = getattr(os, "fdatasync", os.fsync)
 
 
-def _private(path: str, flags: int) -> int:
-    """Open segments owner-only, like every state file: rows are evidence."""
-    return os.open(path, flags, STATE_FILE_MODE)
+def _read_instance(path: Path) -> str:
+    """The instance id in ``path``; ``""`` when there is none yet."""
+    try:
+        text = path.read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        return ""
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DestinationError(f"{path}: cannot be read ({type(exc).__name__}); this "
+                               "destination will not guess its identity") from None
+    if not _INSTANCE.match(text):
+        raise DestinationError(f"{path}: not an instance id; remove it by hand only if this "
+                               "folder is a new destination (the export then starts over)")
+    return text
 
 
 def _component(what: str, value: str) -> str:

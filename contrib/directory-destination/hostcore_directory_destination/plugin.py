@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from hostcore.plugin.markers import hookimpl
 from hostcore.export.ref import Ref
+from hostcore.plugin.markers import hookimpl
 from hostcore.telemetry import EventSpec
 from hostcore_directory_destination.destination import DirectoryDestination, Recovery
 
@@ -69,8 +69,12 @@ def hostcore_destinations(host: Host) -> DirectoryDestination:
 
 
 @hookimpl
-def hostcore_published_ref(stream: str, host: Host) -> Ref | None:
-    destination = destination_for(host)
-    if destination.availability() is not None:
+def hostcore_published_ref(stream: str, host: Host, destination: object) -> Ref | None:
+    """The ref this plugin's folder publishes for ``host``'s store, when ``destination``
+    is that folder; ``None`` for any other destination (another plugin answers)."""
+    own = destination_for(host)
+    if own.availability() is not None or not isinstance(destination, DirectoryDestination):
         return None
-    return destination.published(stream, host.store.instance_id)
+    if destination.key != own.key:
+        return None
+    return own.published(stream, host.store.instance_id)

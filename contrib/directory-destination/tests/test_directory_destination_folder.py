@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import stat
 from pathlib import Path
 
@@ -14,8 +15,8 @@ from hostcore_directory_destination.destination import (
     DirectoryDestination,
 )
 
-from hostcore.export.batch import ExportBatch, ExportRow
-from hostcore.export.ref import Conflict, Ref
+from hostcore.export.batch import DestinationChanged, ExportBatch, ExportRow
+from hostcore.export.ref import ABSENT, Conflict, Ref
 
 ORIGIN = "0123abcd"
 
@@ -27,9 +28,9 @@ def row(position: int, size: int = 10) -> ExportRow:
 
 
 def batch(*positions: int, sets: Ref = Ref(), expect: Ref = Ref(), size: int = 10,
-          origin: str = ORIGIN) -> ExportBatch:
+          origin: str = ORIGIN, destination: str = "", after: int = -1) -> ExportBatch:
     return ExportBatch(stream="main", origin=origin, rows=[row(p, size) for p in positions],
-                       sets=sets, expect=expect)
+                       sets=sets, expect=expect, destination=destination, after=after)
 
 
 def positions(destination: DirectoryDestination, origin: str = ORIGIN) -> list[int]:
@@ -140,7 +141,7 @@ def test_governance_is_compare_and_swap_per_component(folder):
 
 def test_an_undecodable_published_ref_stops_the_push(folder):
     folder.push(batch(1, sets=Ref(context="c1")))
-    (folder.path / "main" / "ref.json").write_bytes(b"\x00not json")
+    (folder.path / "main" / ORIGIN / "ref.json").write_bytes(b"\x00not json")
     with pytest.raises(DestinationError, match=r"ref\.json"):
         folder.push(batch(2))
     assert positions(folder) == [1]
@@ -203,7 +204,8 @@ def test_stream_and_origin_must_be_plain_names(folder, name):
 def test_files_are_owner_only(folder):
     folder.push(batch(1, sets=Ref(context="c1")))
     (segment,) = folder.segments("main", ORIGIN)
-    for path in (segment, folder.path / "main" / "ref.json"):
+    for path in (segment, folder.path / "main" / ORIGIN / "ref.json",
+                 folder.path / ".instance"):
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
@@ -219,3 +221,91 @@ def test_status_counts_segments_and_bytes(folder):
     folder.push(batch(1, 2))
     (segment,) = folder.segments("main", ORIGIN)
     assert folder.status() == {"segments": 1, "bytes": segment.stat().st_size}
+
+
+# -- identity and continuity ---------------------------------------------------------
+
+
+def test_the_first_push_creates_the_instance_id_and_it_stays(folder):
+    assert folder.instance() == ""
+    folder.push(batch(1))
+    instance = folder.instance()
+    assert len(instance) == 32 and (folder.path / ".instance").read_text() == f"{instance}\n"
+    folder.push(batch(2))
+    assert DirectoryDestination(folder.path).instance() == instance
+
+
+def test_a_folder_deleted_and_re_created_is_another_instance(folder):
+    folder.push(batch(1, 2))
+    before = folder.instance()
+    shutil.rmtree(folder.path)
+    with pytest.raises(DestinationChanged, match="another instance"):
+        folder.push(batch(3, destination=before, after=2))
+    assert folder.instance() not in ("", before)
+    assert positions(folder) == []  # the refused push wrote no row
+
+
+def test_a_push_resumed_from_another_position_is_refused(folder):
+    folder.push(batch(1, 2, 3))
+    instance = folder.instance()
+    with pytest.raises(DestinationChanged, match="holds position 3, not 5"):
+        folder.push(batch(6, destination=instance, after=5, sets=Ref(context="c9")))
+    assert positions(folder) == [1, 2, 3]
+    assert folder.published("main", ORIGIN).context == ""
+    assert folder.push(batch(4, destination=instance, after=3)).content == 4
+
+
+def test_a_backup_copied_back_keeps_its_id_and_is_caught_by_its_position(folder, tmp_path):
+    folder.push(batch(1, 2))
+    shutil.copytree(folder.path, tmp_path / "backup")
+    instance = folder.instance()
+    folder.push(batch(3, 4, destination=instance, after=2))
+    shutil.rmtree(folder.path)
+    (tmp_path / "backup").rename(folder.path)
+    assert folder.instance() == instance
+    with pytest.raises(DestinationChanged, match="holds position 2, not 4"):
+        folder.push(batch(5, destination=instance, after=4))
+    assert folder.push(batch(3, 4, 5, destination=instance, after=2)).content == 5
+    assert positions(folder) == [1, 2, 3, 4, 5]
+
+
+def test_a_segment_deleted_under_a_push_is_not_re_created_with_a_gap(folder, monkeypatch):
+    folder.push(batch(1, 2))
+    (segment,) = folder.segments("main", ORIGIN)
+    real_tail = DirectoryDestination._tail
+
+    def tail_then_delete(self, origin_dir, *, repair):
+        found = real_tail(self, origin_dir, repair=repair)
+        if repair:
+            segment.unlink()  # someone's rm -rf, between this push's check and its write
+        return found
+
+    monkeypatch.setattr(DirectoryDestination, "_tail", tail_then_delete)
+    with pytest.raises(DestinationChanged, match="removed during the push"):
+        folder.push(batch(3, 4, destination=folder.instance(), after=2))
+    assert not segment.exists()  # not re-created holding only rows 3 and 4
+
+
+def test_two_first_pushes_agree_on_one_instance_id(tmp_path):
+    path = tmp_path / "outbox"
+    first, second = DirectoryDestination(path), DirectoryDestination(path)
+    first.push(batch(1, origin="store-a"))
+    second.push(batch(1, origin="store-b"))
+    assert first.instance() == second.instance() != ""
+    assert [p.name for p in path.glob(".instance*")] == [".instance"]
+
+
+def test_governance_is_published_per_origin(folder):
+    folder.push(batch(1, sets=Ref(context="a1"), origin="store-a"))
+    folder.push(batch(1, sets=Ref(context="b1"), origin="store-b"))
+    folder.push(batch(2, sets=Ref(context="a2"), expect=Ref(context="a1"), origin="store-a"))
+    folder.push(batch(2, sets=Ref(context="b2"), expect=Ref(context="b1"), origin="store-b"))
+    assert folder.published("main", "store-a") == Ref(content=2, context="a2")
+    assert folder.published("main", "store-b") == Ref(content=2, context="b2")
+
+
+def test_a_create_only_write_never_overwrites(folder):
+    folder.push(batch(1, sets=Ref(context="c1"), expect=Ref(context=ABSENT)))
+    with pytest.raises(Conflict, match="expected nothing yet, found c1"):
+        folder.push(batch(2, sets=Ref(context="c2"), expect=Ref(context=ABSENT)))
+    assert positions(folder) == [1]

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import hostcore_directory_destination.plugin as directory_plugin
+from hostcore_directory_destination.destination import DirectoryDestination
 import importlib_metadata
 import pytest
 
 from hostcore.errors import ConfigError
+from hostcore.evidence.store import EvidenceRow
 from hostcore.export.exporter import Exporter, select_destination
 from hostcore.export.ref import Ref
-from hostcore.evidence.store import EvidenceRow
 
 
 def configured(make_host, path):
@@ -26,7 +27,8 @@ def test_unconfigured_destination_registers_as_unavailable(make_host):
     host = make_host(directory_plugin)
     (destination,) = host.destinations
     assert destination.availability() is not None
-    assert host.hook.hostcore_published_ref(stream="main", host=host) is None
+    assert host.hook.hostcore_published_ref(stream="main", host=host,
+                                            destination=destination) is None
     unavailable = r"no export destination is available \(directory: no folder"
     with pytest.raises(ConfigError, match=unavailable):
         select_destination(host)
@@ -46,11 +48,25 @@ def test_unknown_config_key_is_a_config_error(make_host):
 
 def test_published_ref_hook_answers_for_this_hosts_store(make_host, tmp_path):
     host = configured(make_host, tmp_path / "outbox")
+    (destination,) = host.destinations
     host.store.append([EvidenceRow(partition="p", source_id="s", directory="/w", payload={})])
-    assert host.hook.hostcore_published_ref(stream="main", host=host) == Ref()
+    assert host.hook.hostcore_published_ref(stream="main", host=host,
+                                            destination=destination) == Ref()
     Exporter(host, select_destination(host)).run()
-    published = host.hook.hostcore_published_ref(stream="main", host=host)
+    published = host.hook.hostcore_published_ref(stream="main", host=host,
+                                                 destination=destination)
     assert published.content == 1 and published.context and published.decisions
+
+
+def test_published_ref_hook_answers_only_for_its_own_folder(make_host, tmp_path):
+    host = configured(make_host, tmp_path / "outbox")
+    host.store.append([EvidenceRow(partition="p", source_id="s", directory="/w", payload={})])
+    Exporter(host, select_destination(host)).run()
+    elsewhere = DirectoryDestination(tmp_path / "elsewhere")
+    assert host.hook.hostcore_published_ref(stream="main", host=host,
+                                            destination=elsewhere) is None
+    assert host.hook.hostcore_published_ref(stream="main", host=host,
+                                            destination=object()) is None
 
 
 def test_recovery_is_reported_as_counts(make_host, tmp_path, collected_events):

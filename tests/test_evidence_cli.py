@@ -223,8 +223,9 @@ def test_run_once_ingests_installed_transcript_sources_and_twice_adds_nothing(tm
     first = hostcore(root, "run", "--once", "--json", plugins=CONTRIB_SOURCES)
     assert first.returncode == 0, first.stderr
     (ingest,) = [s for s in json.loads(first.stdout)["steps"] if s["name"] == "ingest"]
+    # The summary line of the Claude transcript has no cwd: counted, no row.
     assert ingest["counts"] == {"sources": 2, "failed": 0, "skipped": 0, "rows": 4,
-                                "lines_skipped": 0}
+                                "lines_skipped": 1}
     report = evidence(root)
     assert {n: p["row_count"] for n, p in report["partitions"].items()} == {
         "claude-code": 2, "codex": 2}

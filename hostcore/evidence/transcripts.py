@@ -1,29 +1,43 @@
 """Shared machinery for sources that read agents' append-only JSONL transcripts.
 
-:class:`JsonlFiles` reads the complete lines appended to a set of files since
-a cursor, which is JSON of per-file state (offset, inode, and whatever context a
-source keeps for a file). A line is only consumed once its newline is written;
-a file that shrank or was replaced (another inode) is read again from the start
-(rows carry dedupe keys, so nothing doubles); a file that disappeared is
-forgotten, and the evidence it gave stays in the store. At most
+:func:`list_files` finds the transcript files under a folder with
+``os.scandir`` (regular files only; a symlink that leads out of the folder is
+counted and skipped unless the source follows them). :class:`JsonlFiles` reads
+the complete lines appended to those files since a cursor, which is JSON of
+per-file state (offset, inode, and whatever context a source keeps for a file).
+A file whose size equals its offset is skipped on its ``stat`` alone, so a tick
+with nothing new opens nothing. A line is only consumed once its newline is
+written; a file that shrank or was replaced (another inode) is read again from
+the start (rows carry dedupe keys, so nothing doubles); a file that disappeared
+is forgotten, and the evidence it gave stays in the store. At most
 ``max_line_bytes`` of one line are ever held in memory: the rest of a longer
-line is skipped and the line counted as oversized.
+line is skipped and the line counted as oversized. One read stops at a budget of
+bytes, lines and seconds, so a batch (one transaction) stays small whatever the
+backlog.
 
 :class:`RemoteResolver` finds a directory's ``origin`` remote URL by reading
 the repository's git config file (never by running git: no subprocess, no
-network), cached per directory for a TTL. :func:`strip_credentials` removes a
-user name and password from a URL before it is stored.
+network), cached per directory for a TTL. It reads only regular files, opened
+non-blocking, of at most :data:`GIT_FILE_MAX_BYTES`. :func:`strip_credentials`
+removes a user name and password from a URL before it is stored.
+
+:class:`TranscriptSource` turns lines into rows through a source's parser: a
+line the parser cannot turn into a row (or that makes it raise) is counted by
+reason and skipped, and never stops the lines after it.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
+import logging
 import os
 import re
+import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -34,16 +48,28 @@ from hostcore.records import encode_json
 if TYPE_CHECKING:
     from hostcore.evidence.store import EvidenceRow, SourceBatch
 
+log = logging.getLogger("hostcore.evidence.transcripts")
+
 # The most of one line held in memory; a longer line is skipped and counted.
 MAX_LINE_BYTES = 1 << 20
-# The most bytes one read() consumes across files before reporting more.
+# The most bytes, lines and seconds one read() spends before reporting more. The
+# lines bound the rows of a batch, which is one transaction and held in memory.
 READ_BUDGET_BYTES = 64 << 20
+READ_BUDGET_LINES = 20_000
+READ_BUDGET_SECONDS = 1.0
 # How long a directory's resolved git remote is trusted (seconds).
 REMOTE_TTL_SECONDS = 300.0
+# The largest git config, gitdir or commondir file read for a remote; anything
+# larger (or not a regular file: a FIFO, /dev/zero) counts as "no remote".
+GIT_FILE_MAX_BYTES = 256 << 10
 # Bytes at the start of a file whose digest identifies it across reads.
 HEAD_BYTES = 256
 # Chunk used to skip the rest of an oversized line.
 _SKIP_CHUNK = 1 << 16
+# Lines read between two looks at the clock.
+_CLOCK_EVERY = 512
+# Opening flags of files read here: never hang on a FIFO, never leak into a child.
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
 
 
 class FileState(msgspec.Struct, omit_defaults=True):
@@ -74,7 +100,14 @@ class Line:
 
 @dataclass
 class ReadCounts:
-    """What one read saw; reported as telemetry and by ``status()``."""
+    """What one read saw; reported as telemetry and by ``status()``.
+
+    Lines skipped, by reason: ``malformed`` (not the JSON expected),
+    ``oversized``, ``no_cwd`` (no directory to file it under), ``unencodable``
+    (text that is not valid Unicode), ``parse_error`` (the parser raised).
+    Files: ``unreadable`` (retried next read), ``outside`` (a symlink leading out
+    of the folder, skipped).
+    """
 
     files: int = 0
     lines: int = 0
@@ -83,19 +116,26 @@ class ReadCounts:
     oversized: int = 0
     unreadable: int = 0
     no_cwd: int = 0
+    unencodable: int = 0
+    parse_error: int = 0
+    outside: int = 0
     missing_home: bool = False
 
     def as_attributes(self) -> dict[str, int | bool]:
-        return {"files": self.files, "lines": self.lines, "rows": self.rows,
-                "malformed": self.malformed, "oversized": self.oversized,
-                "unreadable": self.unreadable, "no_cwd": self.no_cwd,
-                "missing_home": self.missing_home}
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
+    def skipped(self) -> dict[str, int]:
+        """Lines read past without a row, by reason (the non-zero ones)."""
+        found = {reason: getattr(self, reason) for reason in SKIP_REASONS}
+        return {reason: n for reason, n in found.items() if n}
+
+
+# The ReadCounts fields that count skipped lines (what SourceBatch.skipped carries).
+SKIP_REASONS = ("malformed", "oversized", "no_cwd", "unencodable", "parse_error")
 
 # The attributes of every transcript source's read event, one per ReadCounts field.
 READ_EVENT_ATTRIBUTES: dict[str, type[int] | type[bool]] = {
-    "files": int, "lines": int, "rows": int, "malformed": int, "oversized": int,
-    "unreadable": int, "no_cwd": int, "missing_home": bool,
+    f.name: bool if f.name == "missing_home" else int for f in fields(ReadCounts)
 }
 
 
@@ -117,26 +157,46 @@ def encode_cursor(cursor: TranscriptCursor) -> str:
 LineHandler = Callable[[str, Line, FileState], None]
 
 
+@dataclass
+class _Budget:
+    """What is left of one read: bytes, lines, and a deadline on the clock."""
+
+    bytes: int
+    lines: int
+    deadline: float
+    clock: Callable[[], float]
+
+    def spent(self) -> bool:
+        return self.bytes <= 0 or self.lines <= 0 or self.clock() >= self.deadline
+
+
 class JsonlFiles:
     """Reads new complete lines of many JSONL files against a :class:`TranscriptCursor`.
 
     :param max_line_bytes: the most of one line held in memory.
     :param budget_bytes: stop after consuming this many bytes in one read.
+    :param budget_lines: stop after this many lines in one read.
+    :param budget_seconds: stop after this long (checked every few hundred lines).
     """
 
-    def __init__(self, *, max_line_bytes: int = MAX_LINE_BYTES,
-                 budget_bytes: int = READ_BUDGET_BYTES) -> None:
-        self.max_line_bytes = max_line_bytes
-        self.budget_bytes = budget_bytes
+    def __init__(self, *, max_line_bytes: int | None = None, budget_bytes: int | None = None,
+                 budget_lines: int | None = None, budget_seconds: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.max_line_bytes = MAX_LINE_BYTES if max_line_bytes is None else max_line_bytes
+        self.budget_bytes = READ_BUDGET_BYTES if budget_bytes is None else budget_bytes
+        self.budget_lines = READ_BUDGET_LINES if budget_lines is None else budget_lines
+        self.budget_seconds = READ_BUDGET_SECONDS if budget_seconds is None else budget_seconds
+        self._clock = clock
 
     def read(self, files: Iterable[tuple[str, Path]], cursor: TranscriptCursor,
              handle_line: LineHandler, counts: ReadCounts) -> tuple[TranscriptCursor, bool]:
         """Call ``handle_line(name, line, state)`` for every new complete line.
 
         ``files`` are ``(name, path)`` pairs; ``name`` keys the cursor. Returns the
-        new cursor and whether the budget stopped the read early.
+        new cursor and whether a budget stopped the read early.
         """
-        budget = self.budget_bytes
+        budget = _Budget(self.budget_bytes, self.budget_lines,
+                         self._clock() + self.budget_seconds, self._clock)
         seen: dict[str, FileState] = {}
         more = False
         for name, path in files:
@@ -146,58 +206,72 @@ class JsonlFiles:
                     seen[name] = previous
                 continue
             try:
-                stat = path.stat()
+                found = os.stat(path)
             except OSError:
                 continue  # vanished between listing and reading
             state = previous
-            if state is None or state.inode != stat.st_ino or stat.st_size < state.offset:
-                state = FileState(offset=0, inode=stat.st_ino)
+            if state is None or state.inode != found.st_ino or found.st_size < state.offset:
+                state = FileState(offset=0, inode=found.st_ino)
             seen[name] = state
-            if stat.st_size == state.offset:
-                continue
+            if found.st_size == state.offset:
+                continue  # nothing new: known by its stat alone
             counts.files += 1
             try:
-                with path.open("rb") as handle:
+                with open_transcript(path) as handle:
                     if state.head and _head_digest(handle, state.head) != state.head:
                         # Replaced in place: start over (rows carry keys, nothing doubles).
-                        state = seen[name] = FileState(offset=0, inode=stat.st_ino)
+                        state = seen[name] = FileState(offset=0, inode=found.st_ino)
                     for line in self._lines(handle, state.offset, budget):
                         counts.lines += 1
                         handle_line(name, line, state)
-                        budget -= handle.tell() - state.offset
                         state.offset = handle.tell()
                     state.head = _head_digest(handle, min(HEAD_BYTES, state.offset))
             except OSError:
                 counts.unreadable += 1
                 seen[name] = previous if previous is not None else state
                 continue
-            if budget <= 0:
-                more = True
+            more = budget.spent()
         return TranscriptCursor(files=seen), more
 
-    def _lines(self, handle: BinaryIO, offset: int, budget: int) -> Iterator[Line]:
+    def _lines(self, handle: BinaryIO, offset: int, budget: _Budget) -> Iterator[Line]:
         """Complete lines from ``offset`` while ``budget`` lasts; stops before a last
         line still being written (no newline yet)."""
         handle.seek(offset)
         limit = self.max_line_bytes
-        consumed = 0
-        while consumed < budget:
+        while budget.bytes > 0 and budget.lines > 0:
             start = handle.tell()
             data = handle.readline(limit + 1)
             if data.endswith(b"\n"):
-                consumed += len(data)
-                yield Line(start, data[:-1])
-                continue
-            if len(data) <= limit:
+                line = Line(start, data[:-1])
+            elif len(data) <= limit:
                 return  # end of file inside a line: wait for its newline
-            while True:
-                rest = handle.readline(_SKIP_CHUNK)
-                if not rest:
-                    return  # an oversized line still being written
-                if rest.endswith(b"\n"):
-                    break
-            consumed += handle.tell() - start
-            yield Line(start, data[:limit], oversized=True)
+            else:
+                while True:
+                    rest = handle.readline(_SKIP_CHUNK)
+                    if not rest:
+                        return  # an oversized line still being written
+                    if rest.endswith(b"\n"):
+                        break
+                line = Line(start, data[:limit], oversized=True)
+            budget.bytes -= handle.tell() - start
+            budget.lines -= 1
+            yield line
+            if budget.lines % _CLOCK_EVERY == 0 and budget.clock() >= budget.deadline:
+                return
+
+
+def open_transcript(path: Path) -> BinaryIO:
+    """``path`` opened for reading if it is a regular file (never blocks on a FIFO);
+    ``OSError`` otherwise."""
+    fd = os.open(path, _READ_FLAGS)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path}: not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def _head_digest(handle: BinaryIO, size: int | str) -> str:
@@ -210,16 +284,72 @@ def _head_digest(handle: BinaryIO, size: int | str) -> str:
     return f"{len(data)}:{hashlib.blake2b(data, digest_size=8).hexdigest()}"
 
 
-def jsonl_files(folder: Path, pattern: str) -> list[tuple[str, Path]]:
-    """``(relative name, path)`` of files under ``folder`` matching ``pattern``, sorted.
+def list_files(folder: Path, patterns: Iterable[str], counts: ReadCounts, *,
+               follow_symlinks: bool = False) -> list[tuple[str, Path]]:
+    """``(relative name, path)`` of the regular files under ``folder`` matching any of
+    ``patterns`` (``/``-separated, ``*`` and ``?`` within one name, as glob does:
+    names starting with a dot only match a pattern that does), sorted by name.
 
-    A missing or unreadable folder gives no files.
+    A symlink whose target lies outside ``folder`` is counted (``outside``) and
+    skipped unless ``follow_symlinks``. A file whose name is not valid Unicode is
+    counted ``unreadable`` (it could not be kept in the cursor). A missing or
+    unreadable folder gives no files.
     """
+    base = str(folder)
+    inside = os.path.realpath(base)
+    found: dict[str, Path] = {}
+    for pattern in patterns:
+        parts = [p for p in pattern.split("/") if p]
+        for name, path in _walk(base, "", parts, inside, follow_symlinks, counts):
+            found[name] = Path(path)
+    return sorted(found.items())
+
+
+def _walk(folder: str, prefix: str, parts: list[str], inside: str, follow: bool,
+          counts: ReadCounts) -> Iterator[tuple[str, str]]:
+    part, last = parts[0], len(parts) == 1
     try:
-        found = sorted(folder.glob(pattern))
+        with os.scandir(folder) as entries:
+            matched = [e for e in entries
+                       if fnmatch.fnmatchcase(e.name, part)
+                       and (part.startswith(".") or not e.name.startswith("."))]
     except OSError:
-        return []
-    return [(path.relative_to(folder).as_posix(), path) for path in found if path.is_file()]
+        return
+    for entry in matched:
+        try:
+            if entry.is_symlink() and not follow and not _within(entry.path, inside):
+                counts.outside += 1
+                continue
+            wanted = entry.is_file() if last else entry.is_dir()
+        except OSError:
+            continue
+        if not wanted:
+            continue
+        name = f"{prefix}{entry.name}"
+        if last:
+            if _text_ok(name):
+                yield name, entry.path
+            else:
+                counts.unreadable += 1
+        else:
+            yield from _walk(entry.path, f"{name}/", parts[1:], inside, follow, counts)
+
+
+def _within(path: str, folder: str) -> bool:
+    """Whether ``path``, symlinks resolved, lies inside ``folder`` (already resolved)."""
+    target = os.path.realpath(path)
+    return target == folder or target.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _text_ok(text: str) -> bool:
+    """Whether ``text`` can be encoded (a name with undecodable bytes cannot)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 _USERINFO = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@]*@")
@@ -236,7 +366,8 @@ def strip_credentials(url: str) -> str:
 
 class RemoteResolver:
     """The ``origin`` URL of the git repository holding a directory, from its config
-    file; ``""`` when there is none. Never runs git."""
+    file; ``""`` when there is none or it cannot be read. Never runs git, never
+    raises."""
 
     def __init__(self, *, ttl: float | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -251,7 +382,10 @@ class RemoteResolver:
         cached = self._cache.get(directory)
         if cached is not None and now - cached[0] < self.ttl:
             return cached[1]
-        remote = _origin_url(Path(directory))
+        try:
+            remote = _origin_url(Path(directory))
+        except (OSError, ValueError):
+            remote = ""  # a path the system refuses (a NUL byte, too long): no remote
         self._cache[directory] = (now, remote)
         return remote
 
@@ -260,27 +394,52 @@ def _origin_url(directory: Path) -> str:
     for folder in (directory, *directory.parents):
         dot_git = folder / ".git"
         try:
-            if dot_git.is_dir():
-                return _read_origin(dot_git / "config")
-            if dot_git.is_file():
-                return _read_origin(_linked_config(dot_git))
+            mode = os.stat(dot_git).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            continue
         except OSError:
             return ""
+        if stat.S_ISDIR(mode):
+            return _read_origin(dot_git / "config")
+        if stat.S_ISREG(mode):
+            config = _linked_config(dot_git)
+            return "" if config is None else _read_origin(config)
+        return ""  # a .git that is neither: no remote
     return ""
 
 
-def _linked_config(dot_git_file: Path) -> Path:
+def _read_small(path: Path) -> bytes | None:
+    """The bytes of ``path`` if it is a regular file of at most
+    :data:`GIT_FILE_MAX_BYTES`, else ``None`` (opening never blocks)."""
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except OSError:
+        return None
+    try:
+        found = os.fstat(fd)
+        if not stat.S_ISREG(found.st_mode) or found.st_size > GIT_FILE_MAX_BYTES:
+            return None
+        data = os.read(fd, GIT_FILE_MAX_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return data if len(data) <= GIT_FILE_MAX_BYTES else None
+
+
+def _linked_config(dot_git_file: Path) -> Path | None:
     """The config of a worktree or submodule whose ``.git`` is a ``gitdir:`` file."""
-    text = dot_git_file.read_text(encoding="utf-8", errors="replace").strip()
+    data = _read_small(dot_git_file)
+    text = os.fsdecode(data).strip() if data is not None else ""
     if not text.startswith("gitdir:"):
-        return dot_git_file.parent / ".git-not-a-gitdir-file"
+        return None
     gitdir = Path(text[len("gitdir:"):].strip())
     if not gitdir.is_absolute():
         gitdir = dot_git_file.parent / gitdir
-    commondir = gitdir / "commondir"
-    if commondir.is_file():
-        common = Path(commondir.read_text(encoding="utf-8").strip())
-        gitdir = common if common.is_absolute() else gitdir / common
+    common = _read_small(gitdir / "commondir")
+    if common is not None and common.strip():
+        found = Path(os.fsdecode(common.strip()))
+        gitdir = found if found.is_absolute() else gitdir / found
     return gitdir / "config"
 
 
@@ -290,12 +449,11 @@ _URL = re.compile(r"^\s*url\s*=\s*(.*?)\s*$", re.IGNORECASE)
 
 
 def _read_origin(config: Path) -> str:
-    try:
-        text = config.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
+    data = _read_small(config)
+    if data is None:
         return ""
     in_origin = False
-    for line in text.splitlines():
+    for line in data.decode("utf-8", errors="replace").splitlines():
         section = _SECTION.match(line)
         if section:
             in_origin = section.group(1) == "origin"
@@ -321,31 +479,38 @@ class TranscriptSource:
 
     :param name: the source name, also the rows' ``source_id`` and partition.
     :param folder: the transcript folder; missing means no rows, not an error.
-    :param patterns: glob patterns of transcript files under ``folder``.
+    :param patterns: patterns of transcript files under ``folder`` (see
+        :func:`list_files`).
     :param parse: a :data:`LineParser`.
     :param event: the catalogued event each read emits with its counts.
     :param emit: the host's ``emit``.
+    :param follow_symlinks: also read files reached through symlinks that lead
+        out of ``folder`` (by default they are counted and skipped).
     """
 
     def __init__(self, *, name: str, folder: Path, patterns: tuple[str, ...],
                  parse: LineParser, event: str, emit: Callable[..., object],
                  files: JsonlFiles | None = None,
-                 remotes: RemoteResolver | None = None) -> None:
+                 remotes: RemoteResolver | None = None,
+                 follow_symlinks: bool = False) -> None:
         self.name = name
         self.folder = folder
         self.patterns = patterns
+        self.follow_symlinks = follow_symlinks
         self.remotes = remotes or RemoteResolver()
         self.counts = ReadCounts()
         self._parse = parse
         self._event = event
         self._emit = emit
         self._files = files or JsonlFiles()
+        self._remote_memo: dict[str, str] = {}
 
     def read(self, cursor: str | None) -> SourceBatch:
         """New rows since ``cursor`` and the cursor to persist with them."""
         from hostcore.evidence.store import SourceBatch
 
         counts = self.counts = ReadCounts()
+        self._remote_memo = {}
         if not self.folder.is_dir():
             counts.missing_home = True
             self._emit(self._event, **counts.as_attributes())
@@ -353,20 +518,44 @@ class TranscriptSource:
         rows: list[EvidenceRow] = []
 
         def handle(name: str, line: Line, state: FileState) -> None:
-            row = self._parse(self, name, line, state)
+            try:
+                row = self._parse(self, name, line, state)
+            except Exception:
+                counts.parse_error += 1
+                log.debug("source %r: a line made the parser raise", self.name, exc_info=True)
+                return
+            finally:
+                _drop_unencodable(state.context, counts)
             if row is not None:
                 rows.append(row)
 
-        files = sorted({item for pattern in self.patterns
-                        for item in jsonl_files(self.folder, pattern)})
+        files = list_files(self.folder, self.patterns, counts,
+                           follow_symlinks=self.follow_symlinks)
         new_cursor, more = self._files.read(files, decode_cursor(cursor), handle, counts)
         counts.rows = len(rows)
         self._emit(self._event, **counts.as_attributes())
-        return SourceBatch(rows, encode_cursor(new_cursor), more)
+        return SourceBatch(rows, encode_cursor(new_cursor), more, counts.skipped())
+
+    def remote_of(self, directory: str) -> str:
+        """``directory``'s origin remote, asked of :attr:`remotes` once per read."""
+        remote = self._remote_memo.get(directory)
+        if remote is None:
+            remote = self._remote_memo[directory] = self.remotes.remote_of(directory)
+        return remote
 
     def status(self) -> dict[str, int | bool]:
         """The last read's counts."""
         return {f"last_{key}": value for key, value in self.counts.as_attributes().items()}
+
+
+def _drop_unencodable(context: dict[str, str], counts: ReadCounts) -> None:
+    """Remove context values that are not valid Unicode (a header's lone surrogate):
+    the cursor that carries them could not be written, and no row may use them."""
+    bad = [key for key, value in context.items() if not _text_ok(value)]
+    for key in bad:
+        del context[key]
+    if bad:
+        counts.unencodable += 1
 
 
 def line_key(session: str, line: Line) -> str:
@@ -382,6 +571,7 @@ def json_string_field(prefix: bytes, field: str) -> str | None:
     if found is None:
         return None
     try:
-        return json.loads(b'"' + found.group(1) + b'"')
+        value = json.loads(b'"' + found.group(1) + b'"')
     except ValueError:
         return None
+    return value if isinstance(value, str) else None

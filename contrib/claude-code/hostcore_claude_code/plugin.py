@@ -4,6 +4,7 @@ Configured by the ``[plugins.claude-code]`` table of ``hostcore.toml``::
 
     [plugins.claude-code]
     home = "/home/me"     # the user's home; transcripts under <home>/.claude/projects
+    follow_symlinks = false  # read files behind symlinks that lead out of the folder
 
 Without ``home`` the folder is ``$CLAUDE_CONFIG_DIR`` when set, else
 ``~/.claude``. A missing folder gives no rows (Claude Code is not installed).
@@ -30,6 +31,9 @@ class ClaudeCodeConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True)
     """The ``[plugins.claude-code]`` table. Unknown keys are errors, so typos show."""
 
     home: str | None = None
+    # Read transcripts reached through symlinks that lead out of the folder
+    # (by default they are counted as `outside` and skipped).
+    follow_symlinks: bool = False
 
 
 def claude_folder(config: ClaudeCodeConfig, env: Mapping[str, str]) -> Path:
@@ -44,7 +48,8 @@ def claude_folder(config: ClaudeCodeConfig, env: Mapping[str, str]) -> Path:
 def hostcore_sources(host: Host) -> TranscriptSource:
     config = host.plugin_config(NAME, ClaudeCodeConfig)
     return TranscriptSource(name=NAME, folder=claude_folder(config, host.env),
-                            patterns=PATTERNS, parse=parse_line, event=EVENT, emit=host.emit)
+                            patterns=PATTERNS, parse=parse_line, event=EVENT, emit=host.emit,
+                            follow_symlinks=config.follow_symlinks)
 
 
 @hookimpl

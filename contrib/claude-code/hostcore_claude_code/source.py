@@ -67,7 +67,7 @@ def parse_line(source: TranscriptSource, name: str, line: Line,
         session_id=session,
         ts=record.timestamp,
         directory=record.cwd,
-        git_remote=source.remotes.remote_of(record.cwd),
+        git_remote=source.remote_of(record.cwd),
         payload=payload,
         key=f"{session}:{record.uuid}" if record.uuid else line_key(session, line),
     )

@@ -19,6 +19,7 @@ import hostcore_claude_code.plugin as claude_plugin
 import pytest
 from hostcore_claude_code.source import EVENT, PATTERNS, parse_line
 
+from hostcore.evidence import transcripts
 from hostcore.evidence.transcripts import JsonlFiles, TranscriptSource
 
 
@@ -87,6 +88,7 @@ def test_conversation_lines_become_rows_and_others_are_counted(make_host, home, 
     (event,) = collected_events.named(EVENT)
     assert event.attributes == {"files": 1, "lines": 4, "rows": 2, "malformed": 0,
                                 "oversized": 0, "unreadable": 0, "no_cwd": 2,
+                                "unencodable": 0, "parse_error": 0, "outside": 0,
                                 "missing_home": False}
 
 
@@ -158,19 +160,20 @@ def test_an_unreadable_file_is_counted_and_the_others_ingest(make_host, home, re
     locked = session_file(home, "s-locked")
     write_lines(locked, [conversation_line(str(repo), "s-locked", "u9")])
     write_lines(session_file(home, "s-1"), [conversation_line(str(repo), "s-1", "u1")])
-    original_open = Path.open
+    # Root reads a mode-000 file, so the refusal is made here, where files are opened.
+    original_open = transcripts.open_transcript
 
-    def open_unless_locked(self, *args, **kwargs):
-        if self == locked:
-            raise PermissionError(13, "Permission denied", str(self))
-        return original_open(self, *args, **kwargs)
+    def open_unless_locked(path):
+        if path == locked:
+            raise PermissionError(13, "Permission denied", str(path))
+        return original_open(path)
 
-    monkeypatch.setattr(Path, "open", open_unless_locked)
+    monkeypatch.setattr(transcripts, "open_transcript", open_unless_locked)
     host = make(make_host, home)
     host.tick()
     assert [r[-1] for r in exported(host)] == ["s-1:u1"]
     assert host.sources[0].status()["last_unreadable"] == 1
-    monkeypatch.setattr(Path, "open", original_open)
+    monkeypatch.setattr(transcripts, "open_transcript", original_open)
     host.tick()                                  # readable again: picked up
     assert [r[-1] for r in exported(host)] == ["s-1:u1", "s-locked:u9"]
 

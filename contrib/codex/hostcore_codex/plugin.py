@@ -4,6 +4,7 @@ Configured by the ``[plugins.codex]`` table of ``hostcore.toml``::
 
     [plugins.codex]
     home = "/home/me"     # the user's home; rollouts under <home>/.codex/sessions
+    follow_symlinks = false  # read files behind symlinks that lead out of the folder
 
 Without ``home`` the folder is ``$CODEX_HOME`` when set, else ``~/.codex``. A
 missing folder gives no rows (Codex is not installed). Archived sessions, which
@@ -31,6 +32,9 @@ class CodexConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """The ``[plugins.codex]`` table. Unknown keys are errors, so typos show."""
 
     home: str | None = None
+    # Read transcripts reached through symlinks that lead out of the folder
+    # (by default they are counted as `outside` and skipped).
+    follow_symlinks: bool = False
 
 
 def codex_folder(config: CodexConfig, env: Mapping[str, str]) -> Path:
@@ -45,7 +49,8 @@ def codex_folder(config: CodexConfig, env: Mapping[str, str]) -> Path:
 def hostcore_sources(host: Host) -> TranscriptSource:
     config = host.plugin_config(NAME, CodexConfig)
     return TranscriptSource(name=NAME, folder=codex_folder(config, host.env),
-                            patterns=PATTERNS, parse=parse_line, event=EVENT, emit=host.emit)
+                            patterns=PATTERNS, parse=parse_line, event=EVENT, emit=host.emit,
+                            follow_symlinks=config.follow_symlinks)
 
 
 @hookimpl

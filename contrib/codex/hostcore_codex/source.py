@@ -97,7 +97,7 @@ def parse_line(source: TranscriptSource, name: str, line: Line,
         session_id=session,
         ts=record.timestamp,
         directory=directory,
-        git_remote=context.get("remote") or source.remotes.remote_of(directory),
+        git_remote=context.get("remote") or source.remote_of(directory),
         payload={"type": record.type},
         key=line_key(session, line),
     )

@@ -102,6 +102,14 @@ def _kind_name(kind: AttrType) -> str:
 
 
 def _check_spec(spec: EventSpec, owner: str) -> None:
+    # Names and enum values enter the terms identity (hostcore.export.ref.identity),
+    # whose separators are control characters: refuse them here, where plugins hand
+    # them over.
+    texts = [spec.name, *spec.attributes,
+             *(v for kind in spec.attributes.values() if isinstance(kind, tuple) for v in kind)]
+    if any(not isinstance(t, str) or not t.isprintable() for t in texts):
+        raise RegistrationError(f"event {spec.name!r} from {owner}: names and enum values "
+                                "must be printable text")
     for key, kind in spec.attributes.items():
         ok = kind is int or kind is bool or (
             isinstance(kind, tuple) and kind and all(isinstance(v, str) for v in kind)

@@ -8,8 +8,8 @@ from pathlib import Path
 import hostcore_directory_destination.plugin as directory_plugin
 import pytest
 
-from hostcore.host import Host
 from hostcore.evidence.store import EvidenceRow
+from hostcore.host import Host
 
 
 @pytest.fixture
@@ -155,3 +155,12 @@ def test_a_destination_that_refuses_exits_1_naming_the_file(hostcore_cli, root, 
     assert result.exit_code == 1
     assert "ref.json: not a published ref" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_folder_at_the_cache_path_warns_and_exits_0(hostcore_cli, root, tmp_path):
+    (root / "cache" / "refs.json").mkdir(parents=True)
+    result = hostcore_cli("export")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith("exported 5 row(s)")
+    assert "the ref cache could not be written" in result.stderr
+    assert export_status(hostcore_cli)["ref_cache"].startswith("not kept")

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import hostcore_directory_destination.plugin as directory_plugin
 import msgspec
 import pytest
 
+from hostcore.evidence.store import EvidenceRow
 from hostcore.export.batch import EXPORT_ROW_FIELDS, ExportBatch, ExportRow, apply_governance
 from hostcore.export.exporter import (
     AdoptRefused,
@@ -18,12 +20,11 @@ from hostcore.export.exporter import (
     select_destination,
     terms_identity,
 )
-from hostcore.workitems.ledger import EndedStamp, PollSection, PortableRecord
-from hostcore.plugin.markers import hookimpl
 from hostcore.export.ref import Conflict, Ref, Status, fold
 from hostcore.export.refcache import CACHE_PATH, RefCache
-from hostcore.evidence.store import EvidenceRow
+from hostcore.plugin.markers import hookimpl
 from hostcore.telemetry import EventSpec
+from hostcore.workitems.ledger import EndedStamp, PollSection, PortableRecord
 
 
 @pytest.fixture
@@ -386,3 +387,70 @@ def test_the_worker_pushes_a_bounded_slice_and_reports_pending(host, outbox):
     second = worker.run(host)
     assert (second.pending, second.counts) == (False, {"rows": 2, "batches": 1, "conflicts": 0})
     assert [r.position for r in exported(host)] == [1, 2, 3, 4, 5]
+
+
+def test_export_and_status_run_on_any_thread(host, outbox):
+    add_rows(host, 5)
+    host.status()  # the ledger and store are first used on this thread
+    exporter(host).run(max_rows=2)
+    results: dict[str, object] = {}
+
+    def work() -> None:
+        try:
+            results["run"] = exporter(host).run()
+            results["status"] = host.status()["components"]["worker"]["export"]
+        except Exception as exc:  # reported below with its kind
+            results["error"] = exc
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join(timeout=60)
+    assert "error" not in results, repr(results.get("error"))
+    assert results["run"].rows == 3
+    assert results["status"]["rows_behind"] == 0
+    assert exporter(host).report().position == 5  # and back on the first thread
+
+
+def test_a_folder_at_the_cache_path_does_not_fail_an_export_after_its_rows_were_pushed(
+        host, outbox):
+    add_rows(host, 4)
+    (host.root / CACHE_PATH).mkdir(parents=True)
+    summary = exporter(host).run()
+    assert (summary.rows, summary.done, summary.cache_saved) == (4, True, False)
+    assert [r.position for r in exported(host)] == [1, 2, 3, 4]
+    status = exporter(host).report().as_status()
+    assert status["ref_cache"] == "not kept: something other than a file is at its path"
+    assert status["rows_behind"] == 0
+    add_rows(host, 1)
+    again = exporter(host).run()  # no cache: it reads what the folder publishes, agrees
+    assert (again.rows, again.conflicts) == (1, [])
+
+
+def test_report_shows_the_selected_destinations_ref_not_anothers(make_host, tmp_path):
+    from hostcore_directory_destination.destination import DirectoryDestination
+
+    class Second(DirectoryDestination):
+        name = "second"
+
+    second = Second(tmp_path / "second-outbox")
+
+    class SecondPlugin:
+        @hookimpl
+        def hostcore_destinations(self):
+            return second
+
+        @hookimpl
+        def hostcore_published_ref(self, stream, host, destination):
+            if destination is not second:
+                return None
+            return second.published(stream, host.store.instance_id)
+
+    host = make_host(directory_plugin, SecondPlugin(), config={"plugins": {
+        "directory-destination": {"path": str(tmp_path / "first-outbox")},
+        "export": {"destination": "directory"}}})
+    add_rows(host, 6)
+    Exporter(host, select_destination(host, "directory")).run()
+    Exporter(host, second, batch_rows=10).run(max_rows=2)
+    assert exporter(host).report().position == 6
+    report = Exporter(host, second).report()
+    assert (report.destination, report.position, report.rows_behind) == ("second", 2, 4)

@@ -15,9 +15,9 @@ import hostcore_directory_destination.plugin as directory_plugin
 import pytest
 from hostcore_directory_destination.destination import DirectoryDestination
 
+from hostcore.evidence.store import EvidenceRow
 from hostcore.export.batch import ExportRow
 from hostcore.host import Host
-from hostcore.evidence.store import EvidenceRow
 
 ROWS_PER_DIRECTORY = 40_000
 DIRECTORIES = ("/work/a", "/work/b", "/work/secret")

@@ -144,9 +144,9 @@ def test_a_conflict_pickles_and_a_process_pool_reports_it():
     assert (copy.conflicts, copy.stream, copy.destination, str(copy)) == (
         original.conflicts, "s", "d", str(original))
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-        with pytest.raises(Conflict) as caught:
-            pool.submit(_raise_conflict).result(timeout=60)
+    with (ProcessPoolExecutor(max_workers=1, mp_context=context) as pool,
+          pytest.raises(Conflict) as caught):
+        pool.submit(_raise_conflict).result(timeout=60)
     assert (caught.value.component, caught.value.expected, caught.value.actual) == (
         "terms", "t1", "t2")
     assert caught.value.conflicts[0].attempted == "t3"
@@ -166,3 +166,51 @@ def test_a_ref_refuses_fields_that_are_not_a_position_or_an_identity(fields):
 
 def test_a_ref_accepts_hashes_and_the_absent_expectation():
     assert Ref(content=3, context="a" * 64, terms=ABSENT, decisions="v2:x").content == 3
+
+
+# -- where plugins hand over what is hashed ------------------------------------------
+
+
+class SeparatorPart:
+    """A policy input whose fingerprint part holds the fold's separator."""
+
+    name = "separator-part"
+
+    def fingerprint_part(self) -> str:
+        return "part\nsmuggled\x00"
+
+    def withholds(self, directory: str, source_id: str) -> bool:
+        return directory == "/secret"
+
+
+def test_a_policy_part_holding_a_separator_is_refused_and_reads_still_work():
+    from hostcore.evidence.policy import UNAVAILABLE_PART, Policy
+
+    policy = Policy([SeparatorPart()])
+    assert policy.parts() == [("separator-part", UNAVAILABLE_PART)]
+    assert policy.fingerprint() == fold({"separator-part": UNAVAILABLE_PART})
+    assert policy.input_errors >= 1
+    assert policy.withholds("/secret", "s") and not policy.withholds("/open", "s")
+
+
+def test_an_event_with_a_control_character_in_a_name_or_enum_is_refused():
+    from hostcore.errors import RegistrationError
+    from hostcore.telemetry import Catalog, EventSpec
+
+    catalog = Catalog()
+    for spec in (EventSpec("acme.done", {"kind": ("a", "b\x00c")}),
+                 EventSpec("acme.done", {"k\nk": int}),
+                 EventSpec("acme\x00done", {})):
+        with pytest.raises(RegistrationError, match="printable"):
+            catalog.add(spec, owner="acme")
+
+
+def test_an_opt_out_id_with_a_control_character_withholds_everything(tmp_path):
+    from hostcore.evidence.inputs import SyncOptOut
+
+    path = tmp_path / "sync-opt-out.json"
+    path.write_text('["ok", "bad\\u0000id"]')
+    opt_out = SyncOptOut(path)
+    assert opt_out.fingerprint_part().startswith("unreadable:")
+    assert opt_out.withholds("/any", "ok") and opt_out.withholds("/any", "other")
+    assert "control character" in opt_out.status()["error"]

@@ -235,6 +235,9 @@ class SyncOptOut:
         except msgspec.DecodeError as exc:
             self._fail(f"{self.path}: expected a JSON list of source ids: {exc}", data)
             return
+        if any(_has_control(i) for i in ids):  # what `set` refuses, written by hand
+            self._fail(f"{self.path}: a source id holds a control character", data)
+            return
         self._ids = frozenset(ids)
         self._error = None
         self._part = identity(*sorted(self._ids))

@@ -58,6 +58,8 @@ class Policy:
         for item in self.inputs:
             try:
                 part = item.fingerprint_part()
+                if part is not None and not _foldable(part):
+                    raise ValueError("a fingerprint part must be text without NUL or newline")
             except Exception:
                 self._input_failed(item, "fingerprint_part")
                 part = UNAVAILABLE_PART
@@ -117,6 +119,11 @@ class Policy:
         if self.input_errors == 1:
             log.warning("policy input %r raised in %s(); withholding instead", item.name,
                         method, exc_info=True)
+
+
+def _foldable(part: object) -> bool:
+    """Whether ``part`` can enter the fold: text without its separators (NUL, LF)."""
+    return isinstance(part, str) and "\0" not in part and "\n" not in part
 
 
 def _digest(parts: list[tuple[str, str | None]]) -> str:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import hostcore_directory_destination.plugin as directory_plugin
-from hostcore_directory_destination.destination import DirectoryDestination
 import importlib_metadata
 import pytest
+from hostcore_directory_destination.destination import DirectoryDestination
 
 from hostcore.errors import ConfigError
 from hostcore.evidence.store import EvidenceRow

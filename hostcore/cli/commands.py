@@ -167,9 +167,10 @@ def _age(seconds: int) -> str:
     return f"{seconds} s"
 
 
-def _render(value: Any) -> str:
+def _render(value: Any, nested: bool = False) -> str:
     if isinstance(value, dict):
-        return ", ".join(f"{k}={_render(v)}" for k, v in value.items()) or "-"
+        text = ", ".join(f"{k}={_render(v, True)}" for k, v in value.items()) or "-"
+        return f"({text})" if nested and value else text  # one source's counts, say
     return str(value)
 
 

@@ -24,12 +24,39 @@ from hostcore.timestamps import parse
 _WINDOWS_PATH = re.compile(r"^([A-Za-z]:[\\/]|\\\\)")
 
 
-def _user_dir(value: str) -> str:
+def _user_dir(value: str, param_hint: str) -> str:
     """A directory from the command line, made absolute without resolving symlinks
-    (agents record the path they ran in). Windows-style paths are kept as given."""
+    (agents record the path they ran in). Windows-style paths are kept as given.
+
+    An empty value is refused, not taken for the current folder (``policy full
+    ""`` would otherwise override a ``local-only`` parent), and so is one with a
+    tab, a newline or another control character (the class list is one entry per
+    line, tab-separated)."""
+    _check_text(value, param_hint, "a directory")
     if _WINDOWS_PATH.match(value):
         return value
     return os.path.abspath(os.path.expanduser(value))
+
+
+def _dir_argument(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Click callback: check and resolve a directory before any state is touched."""
+    hint = "--dir" if param.param_type_name == "option" else "DIRECTORY"
+    return None if value is None else _user_dir(value, hint)
+
+
+def _source_argument(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """Click callback: check a source id before any state is touched."""
+    _check_text(value, "SOURCE", "a source id")
+    return value
+
+
+def _check_text(value: str, param_hint: str, what: str) -> None:
+    """Refuse (bad usage, exit 2) an empty value or one with control characters."""
+    if not value.strip():
+        raise click.BadParameter(f"{what} must not be empty", param_hint=param_hint)
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise click.BadParameter(f"{value!r}: {what} must not hold a tab, a newline or "
+                                 "another control character", param_hint=param_hint)
 
 
 @click.command("evidence")
@@ -61,7 +88,8 @@ def evidence_command(host: Host, as_json: bool) -> None:
 @click.command("purge")
 @click.option("--source", "source_id", help="Only rows of this source id.")
 @click.option("--session", "session_id", help="Only rows of this session id.")
-@click.option("--dir", "directory", help="Only rows recorded in DIR or below it.")
+@click.option("--dir", "directory", callback=_dir_argument,
+              help="Only rows recorded in DIR or below it.")
 @click.option("--before", help="Only rows with a timestamp before this ISO-8601 time.")
 @click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
@@ -72,20 +100,32 @@ def purge_command(host: Host, source_id: str | None, session_id: str | None,
                   as_json: bool) -> None:
     """Delete evidence matching every given selector (at least one).
 
+    What a purge guarantees: every stored row matching all the selectors is
+    deleted in one transaction (all or nothing), its bytes overwritten in the
+    file, and a directory left without rows loses its name too. A row with a
+    dedupe key (every transcript line and captured event has one) stays purged:
+    a one-way digest of its key is kept, so reading the same line again (a
+    transcript copied, renamed or rewritten, an event fetched again) never
+    stores it again. New evidence is not affected: lines written later in a
+    purged directory are stored (use `hostcore policy local-only DIR` to keep
+    a directory from leaving). Rows without a key, and rows already exported,
+    are beyond a purge's reach. Consumers see the purge as a new epoch of each
+    partition that lost rows.
+
     Asks for confirmation unless --yes; without a terminal to ask on it refuses
     (exit 2) rather than wait. Prints what it removed as counts per partition.
     Keys of --json: dry_run, rows, partitions.<name> (rows deleted).
     """
 
     selectors = {"source_id": source_id, "session_id": session_id,
-                 "directory": _user_dir(directory) if directory else None,
+                 "directory": directory,
                  "before": before}
     given = {k: v for k, v in selectors.items() if v is not None}
     if not given:
         raise click.UsageError("give at least one of --source, --session, --dir, --before")
     if before is not None and parse(before) is None:
-        raise click.BadParameter(f"{before!r} is not an ISO-8601 timestamp",
-                                 param_hint="--before")
+        raise click.BadParameter(f"{before!r} is not an ISO-8601 timestamp naming a moment "
+                                 "in years 0001 to 9999 (UTC)", param_hint="--before")
     store = host.store
     matching = store.purge(**given, dry_run=True)
     if not dry_run and not yes and sum(matching.values()):
@@ -146,10 +186,10 @@ def policy_show(host: Host, as_json: bool) -> None:
 def class_command(class_: str) -> None:
     @policy_group.command(class_, help=f"Mark DIRECTORY (and everything below it without "
                                        f"a longer entry) {class_}.")
-    @click.argument("directory")
+    @click.argument("directory", callback=_dir_argument)
     @pass_host
     def set_class(host: Host, directory: str) -> None:
-        path = _user_dir(directory)
+        path = directory
         with _policy_state():
             host.policy.input("class-list").set(path, class_)
         host.emit("policy.updated", input="class-list", change=class_)
@@ -160,7 +200,7 @@ for class_ in ("local-only", "full"):
 
 def opt_command(change: str, opted_out: bool, help_text: str) -> None:
     @policy_group.command(change, help=help_text)
-    @click.argument("source")
+    @click.argument("source", callback=_source_argument)
     @pass_host
     def set_opt(host: Host, source: str) -> None:
         with _policy_state():

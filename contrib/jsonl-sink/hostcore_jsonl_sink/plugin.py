@@ -4,7 +4,7 @@ Configured by the ``[plugins.jsonl-sink]`` table of ``hostcore.toml``::
 
     [plugins.jsonl-sink]
     max_bytes = 8388608   # rotate the live file before it passes this size
-    keep = 3              # rotated files kept beside it (0: none)
+    keep = 3              # rotated files kept beside it (0: none, at most 100)
 
 The files live in the plugin's state folder, ``<root>/plugins/jsonl-sink/``.
 """
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 import msgspec
 
 from hostcore.plugin.markers import hookimpl
-from hostcore_jsonl_sink.sink import KEEP, MAX_BYTES, JsonlSink
+from hostcore_jsonl_sink.sink import KEEP, KEEP_MAX, MAX_BYTES, JsonlSink
 
 if TYPE_CHECKING:
     from hostcore.host import Host
@@ -28,7 +28,7 @@ class JsonlSinkConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """The ``[plugins.jsonl-sink]`` table. Unknown keys are errors, so typos show."""
 
     max_bytes: Annotated[int, msgspec.Meta(gt=0)] = MAX_BYTES
-    keep: Annotated[int, msgspec.Meta(ge=0)] = KEEP
+    keep: Annotated[int, msgspec.Meta(ge=0, le=KEEP_MAX)] = KEEP
 
 
 @hookimpl

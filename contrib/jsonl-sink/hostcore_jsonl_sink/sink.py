@@ -25,12 +25,14 @@ and the folder after, so rotating never loses or duplicates a line.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from hostcore.files import ensure_dir, fsync_dir
+from hostcore.files import ensure_dir, fsync_dir, open_state_file
 from hostcore.records import encode_json
 from hostcore.telemetry import Event
 
@@ -38,11 +40,12 @@ FILE_NAME = "events.jsonl"
 LOCK_NAME = ".events.jsonl.lock"
 # Rotate the live file before a line would take it past this size.
 MAX_BYTES = 8 * 1024 * 1024
-# How many rotated files to keep beside the live one.
+# How many rotated files to keep beside the live one, and the most allowed:
+# rotating renames each kept file, so a huge keep would make every rotation slow.
 KEEP = 3
+KEEP_MAX = 100
 
-_OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-_FILE_MODE = 0o600
+_OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT
 
 
 class JsonlSink:
@@ -51,14 +54,19 @@ class JsonlSink:
     :param folder: where the live and rotated files live (created if missing).
     :param max_bytes: rotate before a line would push the live file past this.
         A single line longer than this still gets a file of its own.
-    :param keep: rotated files kept; ``0`` deletes the live file when it is full.
+    :param keep: rotated files kept (at most :data:`KEEP_MAX`); ``0`` deletes the
+        live file when it is full.
+
+    Files are opened without following symlinks, and nothing is written into a
+    folder that is a symlink or that other users can write to (each event then
+    fails, and the host counts the sink's failures).
     """
 
     name = "jsonl"
 
     def __init__(self, folder: Path, *, max_bytes: int = MAX_BYTES, keep: int = KEEP) -> None:
-        if max_bytes <= 0 or keep < 0:
-            raise ValueError("max_bytes must be positive and keep non-negative")
+        if max_bytes <= 0 or not 0 <= keep <= KEEP_MAX:
+            raise ValueError(f"max_bytes must be positive and keep between 0 and {KEEP_MAX}")
         # Created at the first event, not here: building a host (for a read-only
         # command, say) must create nothing under the root.
         self.folder = Path(folder)
@@ -70,17 +78,17 @@ class JsonlSink:
     def receive(self, event: Event) -> None:
         line = encode_json(event) + b"\n"
         if not self.written:
-            ensure_dir(self.folder)
+            _check_folder(ensure_dir(self.folder))
         # Opened per event: another process may rotate the file between two
         # events, and a descriptor kept open would then append to the rotated file.
-        fd = os.open(self.path, _OPEN_FLAGS, _FILE_MODE)
+        fd = open_state_file(self.path, _OPEN_FLAGS)
         try:
             size = os.fstat(fd).st_size
             if size and size + len(line) > self.max_bytes:
                 os.close(fd)
                 fd = -1
                 self._rotate(len(line))
-                fd = os.open(self.path, _OPEN_FLAGS, _FILE_MODE)
+                fd = open_state_file(self.path, _OPEN_FLAGS)
             _write_all(fd, line)
         finally:
             if fd >= 0:
@@ -96,7 +104,7 @@ class JsonlSink:
                 return
             if not size or size + incoming <= self.max_bytes:
                 return
-            fd = os.open(self.path, os.O_RDONLY)
+            fd = open_state_file(self.path, os.O_RDONLY)
             try:
                 os.fsync(fd)
             finally:
@@ -113,7 +121,7 @@ class JsonlSink:
 
     @contextlib.contextmanager
     def _rotation_lock(self) -> Iterator[None]:
-        fd = os.open(self.folder / LOCK_NAME, os.O_RDWR | os.O_CREAT, _FILE_MODE)
+        fd = open_state_file(self.folder / LOCK_NAME, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -136,6 +144,15 @@ class JsonlSink:
             "bytes": sum(p.stat().st_size for p in files),
             "written": self.written,
         }
+
+
+def _check_folder(folder: Path) -> None:
+    """Refuse a folder that is a symlink or that another user could plant one in."""
+    found = os.lstat(folder)
+    if not stat.S_ISDIR(found.st_mode):
+        raise OSError(errno.ENOTDIR, "not a folder (a symlink?)", str(folder))
+    if found.st_mode & 0o022:
+        raise OSError(errno.EPERM, "other users can write to it", str(folder))
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import multiprocessing
 
-from hostcore_jsonl_sink.sink import FILE_NAME, JsonlSink
+import pytest
+from hostcore_jsonl_sink.sink import FILE_NAME, KEEP_MAX, JsonlSink
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -86,7 +87,7 @@ def test_replay_is_always_a_gap_free_suffix_within_the_size_bound(
 
 
 def _append_many(folder: str, worker: int, count: int) -> None:
-    sink = JsonlSink(folder, max_bytes=4096, keep=1000)
+    sink = JsonlSink(folder, max_bytes=4096, keep=KEEP_MAX)
     for n in range(count):
         sink.receive(Event(name="test.event", ts=0.0,
                            attributes={"n": worker * 10_000 + n, "pad": "x" * 50}))
@@ -100,9 +101,43 @@ def test_concurrent_processes_interleave_whole_lines_and_lose_none(tmp_path, rea
     for proc in procs:
         proc.join(30)
         assert proc.exitcode == 0
-    reader = JsonlSink(tmp_path, max_bytes=4096, keep=1000)
+    reader = JsonlSink(tmp_path, max_bytes=4096, keep=KEEP_MAX)
     seen = [e["attributes"]["n"] for e in read_lines(reader.files())]
     assert sorted(seen) == sorted(w * 10_000 + n for w in range(3) for n in range(300))
     for w in range(3):
         mine = [n for n in seen if n // 10_000 == w]
         assert mine == sorted(mine), "each writer's events stay in its order"
+
+
+def test_a_symlink_planted_for_the_live_file_is_never_written_through(tmp_path, make_event):
+    folder = tmp_path / "sink"
+    folder.mkdir(mode=0o700)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (folder / FILE_NAME).symlink_to(victim)
+    sink = JsonlSink(folder)
+    with pytest.raises(OSError):
+        sink.receive(make_event(1))
+    assert victim.read_text() == "precious\n"
+
+
+@pytest.mark.parametrize("planted", ["symlink", "writable by others"])
+def test_a_folder_others_could_plant_files_in_is_refused(tmp_path, make_event, planted):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    folder = tmp_path / "sink"
+    if planted == "symlink":
+        folder.symlink_to(elsewhere)
+    else:
+        folder.mkdir()
+        folder.chmod(0o777)
+    sink = JsonlSink(folder)
+    with pytest.raises(OSError):
+        sink.receive(make_event(1))
+    assert list(elsewhere.iterdir()) == [] and not (folder / FILE_NAME).exists()
+
+
+def test_keep_has_an_upper_bound(tmp_path):
+    with pytest.raises(ValueError, match="keep"):
+        JsonlSink(tmp_path, keep=KEEP_MAX + 1)
+    assert JsonlSink(tmp_path, keep=KEEP_MAX).keep == KEEP_MAX

@@ -39,7 +39,8 @@ def test_plugin_table_sets_rotation(make_host):
 
 @pytest.mark.parametrize(
     ("table", "named"),
-    [({"max_byte": 10}, "max_byte"), ({"keep": -1}, "keep"), ({"max_bytes": "big"}, "max_bytes")],
+    [({"max_byte": 10}, "max_byte"), ({"keep": -1}, "keep"), ({"max_bytes": "big"}, "max_bytes"),
+     ({"keep": 1_000_000}, "keep")],
 )
 def test_bad_plugin_table_is_a_config_error_naming_the_key(make_host, table, named):
     with pytest.raises(ConfigError) as excinfo:

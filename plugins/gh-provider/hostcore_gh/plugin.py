@@ -22,4 +22,6 @@ if TYPE_CHECKING:
 @hookimpl
 def hostcore_providers(host: Host) -> GhProvider:
     config = check_config(host.plugin_config("gh", GhConfig), host.config.origin)
-    return GhProvider(config, GhRunner(env=host.env))
+    # The folder is created by the first write into it (a rate-limit wait), not here:
+    # building a host creates nothing a poll does not need.
+    return GhProvider(config, GhRunner(env=host.env), state_dir=host.root / "plugins" / "gh")

@@ -4,48 +4,98 @@ Refs are ``owner/repo#123`` with ``owner/repo`` in lower case (GitHub names are
 case-insensitive, a ledger key must not be). A scope is one ``owner/repo``.
 
 Listing uses the REST issues endpoint (pull requests included) with
-``state=open&per_page=100`` and walks every page: the next page is asked for
-while the ``Link`` header names one (or, without a ``Link`` header, while a page
-comes back full). With ``labels`` configured, each label is listed on its own and
-the results are merged, so an item carrying any of them is listed. A scope is:
+``state=open&per_page=100&sort=updated&direction=desc`` and walks every page: the
+next page is asked for while the ``Link`` header names one (or, without a
+``Link`` header, while a page comes back full). With ``labels`` configured, each
+label is listed on its own and the results are merged, so an item carrying any of
+them is listed. A scope is:
 
 * ``complete`` when every page of every label came back;
-* ``degraded`` when GitHub rate-limited a request (nothing more is asked in that
-  scope this cycle, and its reset time is kept);
-* ``interrupted`` when the page budget ran out with pages left;
-* ``failed`` on anything else (no answer, auth, not found, a body that is not a
-  list of issues).
+* ``degraded`` when GitHub rate-limited a request, or asked earlier not to be
+  asked until a time not yet come (see below);
+* ``interrupted`` when the page budget or the poll cycle's time budget ran out,
+  or a stop was requested, with pages left. The items listed so far are kept,
+  and since pages come most recently changed first, ``changed_since`` names the
+  change time after which the listing is complete (the poller reconciles what
+  that proves);
+* ``failed`` on anything else (no answer in time, auth, not found, a body that is
+  not a list of issues).
+
+**Time.** Every request ends within :data:`QUESTION_DEADLINE_SECONDS` or the poll
+cycle's budget, whichever comes first (:mod:`hostcore.workitems.budget`); a stop
+request kills the running ``gh``. A closure question that gets no answer in time
+degrades its scope for the rest of the cycle.
+
+**Rate limits** follow GitHub's rules (``retry-after``; else ``x-ratelimit-reset``
+when no request is left; else at least a minute). GitHub counts them per account,
+so after one the provider asks nothing, in any scope, until that time, which it
+keeps in ``<root>/plugins/gh/rate-limit.json`` so that ``poll --once`` from cron
+honours it too.
+
+**Moves.** An answer about another repository or number than the question (GitHub
+followed a transfer's or a rename's redirect) is a ``moved`` closure naming the
+new ref. :meth:`GhProvider.relocate` tells the poller when a repository that is
+no longer configured now answers under a configured name (a rename).
+
+**Numbers.** An issue number is 1 to :data:`MAX_ISSUE_NUMBER`, both when listed
+and when asked: a listing with another number is not a list of issues.
 """
 
 from __future__ import annotations
 
+import logging
 import re
-from collections.abc import Iterator
-from datetime import datetime
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from hostcore.errors import ConfigError
+from hostcore.files import atomic_write
+from hostcore.timestamps import format_utc, is_future, parse_exact, utc_now
+from hostcore.workitems.budget import current
 from hostcore.workitems.items import (
     Closure,
     Listing,
     ProviderError,
     ScopeListing,
+    ScopeStatus,
     WorkItem,
     WorkItemRef,
 )
-from hostcore_gh.runner import GhError, GhResponse, GhRunner
+from hostcore_gh.runner import (
+    GhCancelled,
+    GhError,
+    GhResponse,
+    GhRunner,
+    GhTimeout,
+    GhTransportError,
+)
+
+log = logging.getLogger("hostcore_gh.provider")
 
 # At most this many pages (of PER_PAGE items) per label per repository per cycle.
 LISTING_MAX_PAGES = 50
 PER_PAGE = 100
+# One request (gh's retries included) ends within this many seconds, or sooner when the
+# poll cycle's budget runs out first.
+QUESTION_DEADLINE_SECONDS = 20.0
+# The largest issue number a ref may carry (GitHub's are 64-bit integers).
+MAX_ISSUE_NUMBER = 2**63 - 1
+# A rate-limit wait read back from the file further ahead than this was kept by a
+# clock that ran ahead: ignored.
+RATE_LIMIT_WAIT_BELIEVED = timedelta(hours=2)
+RATE_LIMIT_FILE = "rate-limit.json"
 
 _OWNER = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})"
 _REPO = r"[A-Za-z0-9._-]{1,100}"
 _SCOPE_RE = re.compile(rf"^({_OWNER})/({_REPO})$")
-_REF_RE = re.compile(rf"^({_OWNER})/({_REPO})#([1-9][0-9]{{0,9}})$")
+_REF_RE = re.compile(rf"^({_OWNER})/({_REPO})#([1-9][0-9]{{0,18}})$")
 _NEXT_RE = re.compile(r'<[^>]*>\s*;\s*rel="?next"?')
+_API_REPO_RE = re.compile(r"/repos/([^/?#]+)/([^/?#]+)/?$")
+_HTML_REPO_RE = re.compile(r"^https?://[^/]+/([^/?#]+)/([^/?#]+)/(?:issues|pull)/[0-9]+/?$")
 _LOGIN_HINT = "run `gh auth login` (or set GH_TOKEN) with access to it"
 
 
@@ -54,6 +104,12 @@ class GhConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
     repos: list[str] = []
     labels: list[str] = []
+
+
+class RateLimitWait(msgspec.Struct):
+    """``rate-limit.json``: GitHub asked not to be asked before ``until``."""
+
+    until: str
 
 
 def parse_scope(text: str) -> str:
@@ -79,30 +135,44 @@ def check_config(config: GhConfig, origin: str) -> GhConfig:
 
 class GhProvider:
     """Work items of ``config.repos`` carrying any of ``config.labels`` (all open
-    items when no label is configured), asked through ``runner``."""
+    items when no label is configured), asked through ``runner``.
+
+    :param state_dir: where the rate-limit wait is kept (``None``: in memory only).
+    :param clock: the current time (UTC), for rate-limit waits.
+    """
 
     name = "gh"
 
     def __init__(self, config: GhConfig, runner: GhRunner, *,
-                 max_pages: int = LISTING_MAX_PAGES) -> None:
+                 max_pages: int = LISTING_MAX_PAGES, state_dir: Path | None = None,
+                 clock: Callable[[], datetime] = utc_now) -> None:
         self.scopes = sorted({parse_scope(repo) for repo in config.repos})
         self.labels = sorted(set(config.labels))
         self.runner = runner
         self.max_pages = max_pages
+        self.state_dir = state_dir
+        self.clock = clock
+        self._wait_until: datetime | None = None
+        self._wait_loaded = state_dir is None
 
     # -- registration contract -------------------------------------------------------
 
+    def configured(self) -> bool:
+        """Whether any repository is configured (unconfigured is normal, not a failure)."""
+        return bool(self.scopes)
+
     def availability(self) -> str | None:
-        reason = self.runner.availability()
-        if reason is not None:
-            return reason
         if not self.scopes:
             return "no repository to poll: set repos = [\"owner/repo\"] under [plugins.gh]"
-        return None
+        return self.runner.availability()
 
     def status(self) -> dict[str, Any]:
-        return {"repos": len(self.scopes), "labels": len(self.labels),
-                "gh_runs": self.runner.runs}
+        report: dict[str, Any] = {"repos": len(self.scopes), "labels": len(self.labels),
+                                  "gh_runs": self.runner.runs}
+        waiting = self._rate_limited_until()
+        if waiting:
+            report["rate_limited_until"] = waiting
+        return report
 
     def owns(self, ref: WorkItemRef) -> bool:
         parsed = _parse_ref(ref.ref)
@@ -121,23 +191,49 @@ class GhProvider:
 
     def _list_scope(self, scope: str) -> ScopeListing:
         items: dict[int, WorkItem] = {}
-        for label in self.labels or [None]:
+        stopped: list[_ScopeStop] = []
+        labels: list[str | None] = list(self.labels) or [None]
+        for label in labels:
             try:
-                for issue in self._pages(scope, label):
-                    items.setdefault(issue["number"], self._item(scope, issue))
+                self._list_label(scope, label, items)
             except _ScopeStop as stop:
-                return ScopeListing(scope=scope, status=stop.status, reason=stop.reason,
-                                    reset_at=stop.reset_at)
+                if stop.status != "interrupted":
+                    return ScopeListing(scope=scope, status=stop.status, reason=stop.reason,
+                                        reset_at=stop.reset_at)
+                stopped.append(stop)
         ordered = tuple(items[number] for number in sorted(items))
-        return ScopeListing(scope=scope, status="complete", items=ordered)
+        if not stopped:
+            return ScopeListing(scope=scope, status="complete", items=ordered)
+        markers = [stop.marker for stop in stopped]
+        since = max(markers) if all(markers) else ""
+        proves = (f"records last changed after {since} are reconciled, the others wait for "
+                  "a complete listing" if since else
+                  "its records wait for a complete listing")
+        return ScopeListing(scope=scope, status="interrupted", items=ordered,
+                            reason=f"{stopped[0].reason}; {proves}", changed_since=since)
 
-    def _pages(self, scope: str, label: str | None) -> Iterator[dict[str, Any]]:
-        params = {"state": "open", "per_page": str(PER_PAGE)}
+    def _list_label(self, scope: str, label: str | None, items: dict[int, WorkItem]) -> None:
+        """Add the open items of ``scope`` carrying ``label`` (any, for ``None``) to
+        ``items``; raises :class:`_ScopeStop` when the listing cannot finish."""
+        for issues in self._pages(scope, label):
+            for issue in issues:
+                items.setdefault(issue["number"], self._item(scope, issue))
+
+    def _pages(self, scope: str, label: str | None) -> Iterator[list[dict[str, Any]]]:
+        """Each page of open issues, most recently changed first, until the last one.
+
+        Raises :class:`_ScopeStop`; an interrupted one carries the change time of the
+        last item yielded (``""`` when none, or when it is not a seconds timestamp),
+        after which what was yielded is complete.
+        """
+        params = {"state": "open", "per_page": str(PER_PAGE), "sort": "updated",
+                  "direction": "desc"}
         if label is not None:
             params["labels"] = label
+        marker = ""
         for page in range(1, self.max_pages + 1):
             response = self._ask(f"repos/{scope}/issues", {**params, "page": str(page)},
-                                 what=f"{scope} (page {page})", scope=scope)
+                                 what=f"{scope} (page {page})", scope=scope, marker=marker)
             if not response.ok:
                 raise _ScopeStop("failed", f"{_describe(response)} listing {scope}")
             try:
@@ -147,26 +243,48 @@ class GhProvider:
             if not isinstance(issues, list) or not all(_is_issue(i) for i in issues):
                 raise _ScopeStop("failed", f"listing {scope} page {page}: the answer is not "
                                            "a list of issues")
-            yield from issues
+            yield issues
+            if issues:
+                last = issues[-1].get("updated_at")
+                marker = last if isinstance(last, str) and parse_exact(last) else ""
             link = response.headers.get("link")
-            more = bool(_NEXT_RE.search(link)) if link is not None else len(issues) >= PER_PAGE
-            if not more:
+            if not (bool(_NEXT_RE.search(link)) if link is not None
+                    else len(issues) >= PER_PAGE):
                 return
         raise _ScopeStop("interrupted", f"listing {scope} stopped after {self.max_pages} "
-                                        "pages with more to come")
+                                        "pages with more to come", marker=marker)
 
-    def _ask(self, path: str, params: dict[str, str] | None, *, what: str,
-             scope: str) -> GhResponse:
-        """One request; a rate limit stops the scope (listing) as degraded."""
+    def _ask(self, path: str, params: dict[str, str], *, what: str, scope: str,
+             marker: str) -> GhResponse:
+        """One listing request within the cycle's budget; a rate limit stops the scope
+        as degraded, the end of the budget or a stop request as interrupted."""
+        waiting = self._rate_limited_until()
+        if waiting:
+            raise _ScopeStop("degraded", f"GitHub asked to wait until {waiting} (rate limit); "
+                                         f"{scope} was not asked", reset_at=waiting)
+        budget = current()
+        if budget is not None and budget.spent():
+            raise _ScopeStop("interrupted", f"listing {scope} stopped: {_why_spent(budget)}",
+                             marker=marker)
         try:
-            response = self.runner.api(path, params=params)
+            response = self.runner.api(
+                path, params=params,
+                deadline=budget.deadline_for(QUESTION_DEADLINE_SECONDS) if budget else None,
+                cancel=budget.stop if budget else None)
+        except GhCancelled:
+            raise _ScopeStop("interrupted", f"listing {scope} stopped: a stop was requested",
+                             marker=marker) from None
+        except GhTimeout as exc:
+            if budget is not None and budget.spent():
+                raise _ScopeStop("interrupted", f"listing {scope} stopped: "
+                                                f"{_why_spent(budget)}", marker=marker) from None
+            raise _ScopeStop("failed", f"{what}: {exc}") from None
         except GhError as exc:
             raise _ScopeStop("failed", f"{what}: {exc}") from None
         if response.rate_limited:
-            reset = _reset_text(response)
-            raise _ScopeStop("degraded", f"GitHub rate limit reached for {scope}; "
-                                         f"resets at {reset or 'an unknown time'}",
-                             reset_at=reset)
+            until = self._note_rate_limit(response)
+            raise _ScopeStop("degraded", f"GitHub rate limit reached for {scope}; nothing is "
+                                         f"asked until {until}", reset_at=until)
         return response
 
     @staticmethod
@@ -185,19 +303,24 @@ class GhProvider:
     # -- closure -----------------------------------------------------------------
 
     def closure(self, ref: WorkItemRef) -> Closure:
-        """Closed, merged (a pull request) or still open, with GitHub's state_reason.
+        """Closed, merged (a pull request), moved (the answer is about another
+        repository: GitHub followed a transfer or a rename) or still open, with
+        GitHub's state_reason.
 
         Raises :class:`ProviderError` naming the ref when GitHub cannot answer:
-        not found, not authorised, rate-limited (with the reset time; the scope is
-        degraded for the rest of the cycle), no answer, or an answer that is not
-        an issue.
+        not found, not authorised, rate-limited or no answer in time (both
+        degrade the scope for the rest of the cycle), an answer that is not an
+        issue or is about another number of the same repository.
         """
         parsed = _parse_ref(ref.ref)
         if parsed is None or parsed[0] not in self.scopes:
             raise ProviderError(f"{ref.ref!r} is not an issue of a configured repository",
                                 ref=ref.ref)
         scope, number = parsed
-        issue = self._closure_answer(f"repos/{scope}/issues/{number}", ref.ref, scope)
+        issue = self._answer(f"repos/{scope}/issues/{number}", ref.ref, scope, ref=ref.ref)
+        moved_to = self._moved_to(issue, scope, number, ref.ref)
+        if moved_to is not None:
+            return Closure(state="moved", moved_to=moved_to)
         state = issue.get("state")
         if state == "open":
             return Closure(state="open")
@@ -214,56 +337,189 @@ class GhProvider:
         pull = issue.get("pull_request")
         if isinstance(pull, dict):
             merged = pull.get("merged_at") if "merged_at" in pull else \
-                self._closure_answer(f"repos/{scope}/pulls/{number}", ref.ref, scope) \
-                    .get("merged_at")
+                self._answer(f"repos/{scope}/pulls/{number}", ref.ref, scope, ref=ref.ref) \
+                .get("merged_at")
             if merged:
                 return msgspec.structs.replace(closure, state="merged")
         return closure
 
-    def _closure_answer(self, path: str, ref: str, scope: str) -> dict[str, Any]:
-        try:
-            response = self.runner.api(path)
-        except GhError as exc:
-            raise ProviderError(f"{ref}: {exc}", ref=ref, scope=scope) from None
-        if response.rate_limited:
-            reset = _reset_text(response)
-            raise ProviderError(f"{ref}: GitHub rate limit reached; resets at "
-                                f"{reset or 'an unknown time'}",
-                                ref=ref, scope=scope, degrades_scope=True, reset_at=reset)
-        if response.status in (404, 410):
-            raise ProviderError(f"{ref}: not found on GitHub (HTTP {response.status})",
+    @staticmethod
+    def _moved_to(issue: dict[str, Any], scope: str, number: int, ref: str) -> str | None:
+        """The ref the answer is about when it is not the one asked (``None`` when it
+        is); :class:`ProviderError` when it cannot be an answer to the question."""
+        answered = issue.get("number")
+        if not _valid_number(answered):
+            raise ProviderError(f"{ref}: GitHub's answer is not an issue (no number)",
                                 ref=ref, scope=scope)
+        where = _repository_of(issue)
+        if where is None or where == scope:
+            if answered != number:
+                raise ProviderError(f"{ref}: GitHub answered about #{answered}, not #{number}",
+                                    ref=ref, scope=scope)
+            return None
+        return f"{where}#{answered}"
+
+    def relocate(self, scope: str, refs: Sequence[WorkItemRef]) -> dict[str, str]:
+        """Where the items ``refs`` of ``scope``, a repository no longer configured,
+        live now: ``{old ref: new ref}`` when GitHub redirects the old name to a
+        configured repository (it was renamed); ``{}`` when it does not (gone, or
+        another repository). Raises :class:`ProviderError` when GitHub cannot say."""
+        try:
+            old = parse_scope(scope)
+        except ValueError:
+            return {}
+        try:
+            name = self._answer(f"repos/{old}", old, old).get("full_name")
+        except _NotFound:
+            return {}
+        try:
+            new = parse_scope(name) if isinstance(name, str) else None
+        except ValueError:
+            new = None
+        if new is None or new == old or new not in self.scopes:
+            return {}
+        moves = {}
+        for ref in refs:
+            parsed = _parse_ref(ref.ref)
+            if parsed is not None and parsed[0] == old:
+                moves[ref.ref] = f"{new}#{parsed[1]}"
+        return moves
+
+    def _answer(self, path: str, what: str, scope: str,
+                ref: str | None = None) -> dict[str, Any]:
+        """GitHub's JSON object at ``path``, else :class:`ProviderError` naming
+        ``what`` (:class:`_NotFound` for 404, 410 and 451)."""
+        waiting = self._rate_limited_until()
+        if waiting:
+            raise ProviderError(f"{what}: GitHub asked to wait until {waiting} (rate limit)",
+                                ref=ref, scope=scope, degrades_scope=True, reset_at=waiting)
+        budget = current()
+        try:
+            response = self.runner.api(
+                path, deadline=budget.deadline_for(QUESTION_DEADLINE_SECONDS) if budget else None,
+                cancel=budget.stop if budget else None)
+        except (GhTransportError, GhCancelled) as exc:
+            # No answer (in time): asking this scope again this cycle would cost as much.
+            raise ProviderError(f"{what}: {exc}", ref=ref, scope=scope,
+                                degrades_scope=True) from None
+        except GhError as exc:
+            raise ProviderError(f"{what}: {exc}", ref=ref, scope=scope) from None
+        if response.rate_limited:
+            until = self._note_rate_limit(response)
+            raise ProviderError(f"{what}: GitHub rate limit reached; nothing is asked until "
+                                f"{until}", ref=ref, scope=scope, degrades_scope=True,
+                                reset_at=until)
+        if response.status in (404, 410, 451):
+            raise _NotFound(f"{what}: not found on GitHub (HTTP {response.status})",
+                            ref=ref, scope=scope)
         if not response.ok:
-            raise ProviderError(f"{ref}: {_describe(response)}", ref=ref, scope=scope)
+            raise ProviderError(f"{what}: {_describe(response)}", ref=ref, scope=scope)
         try:
             body = response.json()
         except GhError as exc:
-            raise ProviderError(f"{ref}: {exc}", ref=ref, scope=scope) from None
+            raise ProviderError(f"{what}: {exc}", ref=ref, scope=scope) from None
         if not isinstance(body, dict):
-            raise ProviderError(f"{ref}: GitHub's answer is not an issue", ref=ref, scope=scope)
+            raise ProviderError(f"{what}: GitHub's answer is not an object", ref=ref,
+                                scope=scope)
         return body
+
+    # -- rate-limit waits ----------------------------------------------------------
+
+    def _rate_limited_until(self) -> str:
+        """When GitHub said it may be asked again, if that is still ahead; else ``""``."""
+        if not self._wait_loaded:
+            self._wait_loaded = True
+            self._wait_until = self._load_wait()
+        until = self._wait_until
+        return format_utc(until) if until is not None and until > self.clock() else ""
+
+    def _note_rate_limit(self, response: GhResponse) -> str:
+        """Keep GitHub's wait (in memory, and on disk for the next process)."""
+        self._wait_loaded = True
+        self._wait_until = response.retry_at(self.clock())
+        until = format_utc(self._wait_until)
+        if self.state_dir is not None:
+            try:
+                atomic_write(self.state_dir / RATE_LIMIT_FILE,
+                             msgspec.json.encode(RateLimitWait(until=until)), durable=False)
+            except OSError as exc:  # the wait still holds for this process
+                log.warning("could not keep the rate-limit wait (%s)", type(exc).__name__)
+        return until
+
+    def _load_wait(self) -> datetime | None:
+        assert self.state_dir is not None  # loaded only when there is a folder
+        try:
+            kept = msgspec.json.decode((self.state_dir / RATE_LIMIT_FILE).read_bytes(),
+                                       type=RateLimitWait)
+        except FileNotFoundError:
+            return None
+        except (OSError, msgspec.DecodeError) as exc:  # disposable: read as no wait
+            log.debug("rate-limit file unreadable: %s", exc)
+            return None
+        until = parse_exact(kept.until)
+        if until is not None and is_future(until, now=self.clock(),
+                                           tolerance=RATE_LIMIT_WAIT_BELIEVED):
+            return None  # kept by a clock that ran ahead: not a wait GitHub asked for
+        return until
+
+
+class _NotFound(ProviderError):
+    """GitHub answered 404, 410 or 451."""
 
 
 class _ScopeStop(Exception):
-    """Listing of one scope ends early with this status."""
+    """Listing of one scope ends early with this status.
 
-    def __init__(self, status: str, reason: str, *, reset_at: str = "") -> None:
+    ``marker`` (interrupted only) is the change time of the last item listed
+    before the stop: the listing is complete for items changed after it.
+    """
+
+    def __init__(self, status: ScopeStatus, reason: str, *, reset_at: str = "",
+                 marker: str = "") -> None:
         super().__init__(reason)
-        self.status = status
+        self.status: ScopeStatus = status
         self.reason = reason
         self.reset_at = reset_at
+        self.marker = marker
+
+
+def _why_spent(budget: Any) -> str:
+    return ("a stop was requested" if budget.stopped()
+            else "the poll cycle's time budget was spent")
 
 
 def _parse_ref(text: str) -> tuple[str, int] | None:
     match = _REF_RE.match(text)
     if match is None or match.group(2) in (".", ".."):
         return None
-    return f"{match.group(1)}/{match.group(2)}".lower(), int(match.group(3))
+    number = int(match.group(3))
+    if not _valid_number(number):
+        return None
+    return f"{match.group(1)}/{match.group(2)}".lower(), number
+
+
+def _valid_number(value: object) -> bool:
+    """An issue number a ref can carry: 1 to :data:`MAX_ISSUE_NUMBER`."""
+    return (isinstance(value, int) and not isinstance(value, bool)
+            and 0 < value <= MAX_ISSUE_NUMBER)
 
 
 def _is_issue(value: object) -> bool:
-    return (isinstance(value, dict) and isinstance(value.get("number"), int)
-            and not isinstance(value.get("number"), bool) and value["number"] > 0)
+    return isinstance(value, dict) and _valid_number(value.get("number"))
+
+
+def _repository_of(issue: dict[str, Any]) -> str | None:
+    """The ``owner/repo`` an issue answer says it belongs to (``repository_url``, else
+    ``html_url``), lower-cased; ``None`` when it names none."""
+    for key, pattern in (("repository_url", _API_REPO_RE), ("html_url", _HTML_REPO_RE)):
+        value = issue.get(key)
+        match = pattern.search(value) if isinstance(value, str) else None
+        if match is not None:
+            try:
+                return parse_scope(f"{match.group(1)}/{match.group(2)}")
+            except ValueError:
+                return None
+    return None
 
 
 def _describe(response: GhResponse) -> str:
@@ -271,8 +527,3 @@ def _describe(response: GhResponse) -> str:
         return (f"GitHub refused the credentials (HTTP {response.status}: "
                 f"{response.message()}); {_LOGIN_HINT}")
     return f"GitHub answered HTTP {response.status}: {response.message()}"
-
-
-def _reset_text(response: GhResponse) -> str:
-    reset: datetime | None = response.rate_limit_reset()
-    return reset.strftime("%Y-%m-%dT%H:%M:%SZ") if reset is not None else ""

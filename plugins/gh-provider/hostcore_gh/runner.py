@@ -15,29 +15,48 @@ tenacity, at most ``attempts`` times in total; after that the last 5xx response
 is returned (the caller decides what it means) or the transport error raised.
 Nothing else is retried: a 4xx answer will not change by asking again.
 
+A call may carry a ``deadline`` (on :func:`time.monotonic`'s clock) that bounds
+every run and the waits between them, and a ``cancel`` event: while gh runs the
+runner looks at both every :data:`CANCEL_CHECK_SECONDS` and kills gh (its whole
+process group) when either says stop, raising :class:`GhTimeout` or
+:class:`GhCancelled`.
+
 This module is shared: the GitHub capture plugin imports it and never runs
 ``gh`` itself.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 import msgspec
-import tenacity
+
+if TYPE_CHECKING:
+    import tenacity
 
 # At most this many runs of gh per api() call (the first try included).
 GH_ATTEMPTS = 3
-# Backoff between those runs: exponential from 0.5 s, never more than 4 s.
-GH_RETRY_WAIT = tenacity.wait_exponential(multiplier=0.5, min=0.5, max=4)
+# Backoff between those runs: exponential from GH_RETRY_WAIT_MIN s, never more than
+# GH_RETRY_WAIT_MAX s. (tenacity is imported when a call retries, not when the plugin
+# loads: building a Host must not import it.)
+GH_RETRY_WAIT_MIN = 0.5
+GH_RETRY_WAIT_MAX = 4.0
+
+# How often a running gh is checked against the call's deadline and cancel event.
+CANCEL_CHECK_SECONDS = 0.1
+# GitHub's rule for a rate limit that names no time: wait at least a minute.
+RATE_LIMIT_MIN_WAIT = timedelta(seconds=60)
 
 _LOGIN_HINT = "gh auth login"
 
@@ -52,6 +71,14 @@ class GhUnavailable(GhError):
 
 class GhTransportError(GhError):
     """No HTTP response arrived (connection refused, DNS, timeout)."""
+
+
+class GhTimeout(GhTransportError):
+    """No HTTP response arrived before the call's deadline (gh was killed)."""
+
+
+class GhCancelled(GhError):
+    """The call's cancel event was set (a stop was requested); gh was killed."""
 
 
 class GhAuthError(GhError):
@@ -88,10 +115,15 @@ class GhResponse(msgspec.Struct):
 
     @property
     def rate_limited(self) -> bool:
-        """403 or 429 that GitHub marks as a rate limit (primary or secondary)."""
-        if self.status not in (403, 429):
+        """A rate limit, primary or secondary, as GitHub documents them: 429; or 403
+        with ``x-ratelimit-remaining: 0``, a ``retry-after``, or a message saying
+        so (a secondary limit may come with neither header)."""
+        if self.status == 429:
+            return True
+        if self.status != 403:
             return False
-        return self.headers.get("x-ratelimit-remaining") == "0" or "retry-after" in self.headers
+        return (self.headers.get("x-ratelimit-remaining") == "0"
+                or "retry-after" in self.headers or "rate limit" in self.message().lower())
 
     @property
     def auth_failed(self) -> bool:
@@ -110,6 +142,18 @@ class GhResponse(msgspec.Struct):
             return datetime.fromtimestamp(int(reset), UTC)
         return None
 
+    def retry_at(self, now: datetime) -> datetime:
+        """When a rate-limited request may be asked again, by GitHub's documented
+        rules: after ``retry-after`` seconds; else, with no request left, at
+        ``x-ratelimit-reset``; else no sooner than a minute from ``now``."""
+        retry_after = self.headers.get("retry-after", "").strip()
+        if retry_after.isdigit():
+            return now + timedelta(seconds=int(retry_after))
+        reset = self.headers.get("x-ratelimit-reset", "").strip()
+        if self.headers.get("x-ratelimit-remaining") == "0" and reset.isdigit():
+            return max(datetime.fromtimestamp(int(reset), UTC), now)
+        return now + RATE_LIMIT_MIN_WAIT
+
     def message(self) -> str:
         """GitHub's ``message`` field when the body has one, else a short reason."""
         try:
@@ -117,7 +161,7 @@ class GhResponse(msgspec.Struct):
         except (ValueError, UnicodeDecodeError):
             data = None
         if isinstance(data, dict) and isinstance(data.get("message"), str):
-            return data["message"]
+            return str(data["message"])
         return f"HTTP {self.status}"
 
 
@@ -168,7 +212,9 @@ class GhRunner:
         variables that stop gh prompting or checking for updates.
     :param timeout: seconds one gh run may take before it counts as a transport error.
     :param attempts: runs per :meth:`api` call, the first included (tests inject 1).
-    :param wait: tenacity wait strategy between runs (tests inject ``wait_none()``).
+    :param wait: tenacity wait strategy between runs (default: exponential between
+        :data:`GH_RETRY_WAIT_MIN` and :data:`GH_RETRY_WAIT_MAX`; tests inject
+        ``wait_none()``).
     """
 
     def __init__(
@@ -178,7 +224,7 @@ class GhRunner:
         timeout: float = 30,
         *,
         attempts: int = GH_ATTEMPTS,
-        wait: Callable[..., float] | tenacity.wait.wait_base = GH_RETRY_WAIT,
+        wait: Callable[..., float] | tenacity.wait.wait_base | None = None,
     ) -> None:
         self.executable = executable
         base = dict(os.environ if env is None else env)
@@ -217,12 +263,17 @@ class GhRunner:
         method: str = "GET",
         headers: Mapping[str, str] = {},  # read only, never mutated
         params: Mapping[str, str] | None = None,
+        deadline: float | None = None,
+        cancel: threading.Event | None = None,
     ) -> GhResponse:
         """Request ``path`` (``repos/o/r/issues``) through ``gh api -i``.
 
         Returns the response for any HTTP status, after retrying 5xx ones; raises
         :class:`GhUnavailable`, :class:`GhAuthError`, :class:`GhTransportError`
-        (after retries) or :class:`GhProtocolError` when there is no response.
+        (after retries; :class:`GhTimeout` when ``deadline`` passed),
+        :class:`GhCancelled` (``cancel`` set) or :class:`GhProtocolError` when
+        there is no response. ``deadline`` is a :func:`time.monotonic` instant
+        bounding every run and wait of the call.
         """
         target = path.lstrip("/")
         if params:
@@ -230,23 +281,51 @@ class GhRunner:
         argv = [self.executable, "api", "-i", "-X", method.upper(), target]
         for name, value in headers.items():
             argv += ["-H", f"{name}: {value}"]
+
+        def pause(seconds: float) -> None:
+            if deadline is not None:
+                seconds = min(seconds, max(0.0, deadline - time.monotonic()))
+            if cancel is not None:
+                cancel.wait(seconds)
+            else:
+                time.sleep(seconds)
+
+        import tenacity
+
+        stop: tenacity.stop.stop_base = tenacity.stop_after_attempt(self.attempts)
+        if deadline is not None:
+            stop = tenacity.stop_any(
+                stop, tenacity.stop_after_delay(max(0.0, deadline - time.monotonic())))
         retrying = tenacity.Retrying(
-            stop=tenacity.stop_after_attempt(self.attempts),
-            wait=self.wait,
+            stop=stop,
+            wait=self.wait or tenacity.wait_exponential(multiplier=GH_RETRY_WAIT_MIN,
+                                                        min=GH_RETRY_WAIT_MIN,
+                                                        max=GH_RETRY_WAIT_MAX),
+            sleep=pause,
             retry=(tenacity.retry_if_exception_type(GhTransportError)
                    | tenacity.retry_if_result(_is_transient)),
             # Out of attempts: hand back the last 5xx response, or re-raise the
             # last transport error; never tenacity's RetryError.
-            retry_error_callback=lambda state: state.outcome.result(),
+            retry_error_callback=_last_outcome,
             reraise=True,
         )
-        return retrying(self._run_once, argv)
+        return retrying(self._run_once, argv, deadline, cancel)
 
-    def _run_once(self, argv: list[str]) -> GhResponse:
+    def _run_once(self, argv: list[str], deadline: float | None,
+                  cancel: threading.Event | None) -> GhResponse:
+        if cancel is not None and cancel.is_set():
+            raise GhCancelled("a stop was requested; gh was not run")
+        timeout = self.timeout if deadline is None \
+            else min(self.timeout, deadline - time.monotonic())
+        if timeout <= 0:
+            raise GhTimeout("no time was left to ask GitHub")
         self.runs += 1
         try:
-            done = subprocess.run(argv, capture_output=True, env=self.env,
-                                  timeout=self.timeout, check=False)
+            # A session of its own: a stop kills gh and anything it started, and a
+            # terminal's Ctrl-C reaches hostcore only, which then decides.
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, env=self.env,
+                                    start_new_session=True)
         except FileNotFoundError:
             raise GhUnavailable(
                 f"the GitHub CLI ({self.executable!r}) is not installed or not on PATH"
@@ -254,20 +333,52 @@ class GhRunner:
         except PermissionError as exc:
             raise GhUnavailable(f"the GitHub CLI ({self.executable!r}) does not run: {exc}") \
                 from None
-        except subprocess.TimeoutExpired:
-            raise GhTransportError(f"gh did not answer within {self.timeout:g} s") from None
-        response = parse_output(done.stdout)
+        stdout, stderr = _wait(proc, timeout, cancel)
+        response = parse_output(stdout)
         if response is not None:
             return response
-        stderr = done.stderr.decode("utf-8", "replace").strip()
-        if _LOGIN_HINT in stderr or "authentication" in stderr.lower():
-            raise GhAuthError(f"gh is not logged in: run `gh auth login` ({_first_line(stderr)})")
-        if done.returncode != 0:
+        text = stderr.decode("utf-8", "replace").strip()
+        if _LOGIN_HINT in text or "authentication" in text.lower():
+            raise GhAuthError(f"gh is not logged in: run `gh auth login` ({_first_line(text)})")
+        if proc.returncode != 0:
             raise GhTransportError(
-                f"gh got no HTTP response (exit {done.returncode}): {_first_line(stderr)}"
+                f"gh got no HTTP response (exit {proc.returncode}): {_first_line(text)}"
             )
-        printed = _first_line(done.stdout.decode("utf-8", "replace"))
+        printed = _first_line(stdout.decode("utf-8", "replace"))
         raise GhProtocolError(f"gh exited 0 without an HTTP status line: {printed}")
+
+
+def _last_outcome(state: tenacity.RetryCallState) -> GhResponse:
+    """The last attempt's response, or its exception raised again."""
+    assert state.outcome is not None  # called only after an attempt
+    response: GhResponse = state.outcome.result()
+    return response
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout: float,
+          cancel: threading.Event | None) -> tuple[bytes, bytes]:
+    """gh's output once it exits; kills it (:class:`GhTimeout`, :class:`GhCancelled`)
+    when ``timeout`` seconds pass or ``cancel`` is set first. ``communicate`` keeps
+    reading across its own timeouts, so a large answer never fills the pipe."""
+    ends = time.monotonic() + timeout
+    while True:
+        try:
+            return proc.communicate(
+                timeout=max(0.0, min(CANCEL_CHECK_SECONDS, ends - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            if cancel is not None and cancel.is_set():
+                _kill(proc)
+                raise GhCancelled("a stop was requested; gh was stopped") from None
+            if time.monotonic() >= ends:
+                _kill(proc)
+                raise GhTimeout(f"gh did not answer within {timeout:.3g} s") from None
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    """Kill gh's process group and reap it (gh leads a session of its own)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
 
 
 def _first_line(text: str) -> str:

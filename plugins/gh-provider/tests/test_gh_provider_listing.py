@@ -54,10 +54,18 @@ def test_without_link_header_a_full_page_asks_for_the_next(fake_gh):
 
 
 def test_running_out_of_pages_is_interrupted_not_complete(fake_gh):
-    fake_gh.route(ISSUES, fake_gh.reply(200, [issue(1)], headers=page_link(1, 9)))
+    fake_gh.route(ISSUES, fake_gh.reply(200, [issue(1, updated_at="2026-03-02T00:00:00Z")],
+                                        headers=page_link(1, 9)), query={"page": "1"})
+    fake_gh.route(ISSUES, fake_gh.reply(200, [issue(2, updated_at="2026-03-01T00:00:00Z")],
+                                        headers=page_link(2, 9)), query={"page": "2"})
     (scope,) = make(fake_gh, max_pages=2).list_items().scopes
-    assert scope.status == "interrupted" and scope.items == ()
-    assert "2 pages" in scope.reason
+    assert scope.status == "interrupted" and "2 pages" in scope.reason
+    # What was listed is kept, and pages come most recently changed first: the listing
+    # is complete for everything changed after the last item it reached.
+    assert [i.ref.ref for i in scope.items] == ["o/r#1", "o/r#2"]
+    assert scope.changed_since == "2026-03-01T00:00:00Z"
+    assert all(c["query"]["sort"] == "updated" and c["query"]["direction"] == "desc"
+               for c in fake_gh.calls())
 
 
 def test_each_label_is_listed_and_items_with_any_of_them_merge(fake_gh):
@@ -80,7 +88,10 @@ def test_a_rate_limited_scope_is_degraded_with_its_reset_not_complete(fake_gh):
     assert by_scope["o/r"].status == "degraded" and by_scope["o/r"].items == ()
     assert by_scope["o/r"].reset_at == "2030-03-17T17:46:40Z"
     assert "2030-03-17T17:46:40Z" in by_scope["o/r"].reason
-    assert by_scope["p/q"].status == "complete"
+    # GitHub counts the limit per account: the next repository is not asked either.
+    assert by_scope["p/q"].status == "degraded"
+    assert by_scope["p/q"].reset_at == "2030-03-17T17:46:40Z"
+    assert [c["path"] for c in fake_gh.calls()] == ["repos/o/r/issues"]
     assert listing.reconcilable  # degraded refs are skipped one by one
 
 

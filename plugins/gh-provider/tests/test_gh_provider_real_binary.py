@@ -11,7 +11,8 @@ from hostcore_gh.runner import GhRunner
 from hostcore.testing import require_tool
 from hostcore.workitems.items import ProviderError, WorkItemRef
 
-PAGE = "/repos/o/r/issues?state=open&per_page=100&labels=agent&page="
+PAGE = ("/repos/o/r/issues?state=open&per_page=100&sort=updated&direction=desc&labels=agent"
+        "&page=")
 
 
 @pytest.fixture

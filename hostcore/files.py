@@ -36,6 +36,7 @@ __all__ = [
     "file_lock",
     "fsync_dir",
     "open_state_file",
+    "remove_stale_temps",
 ]
 
 
@@ -106,10 +107,25 @@ def atomic_write(
     reader and survives the writer's death, but not a power cut. Only for files
     that are disposable or whose protocol covers process death alone, where two
     fsyncs per write would dominate.
+
+    The temp file is ``.<name>.<pid>.<random>.tmp`` beside ``path``: a writer
+    killed mid-write leaves it behind, and :func:`remove_stale_temps` knows it
+    by the dead pid. An ``OSError`` that names no file (a full disk) is raised
+    again naming ``path``.
     """
     path = Path(path)
+    try:
+        _replace(path, data, mode, durable)
+    except OSError as exc:
+        if exc.filename is not None:
+            raise
+        raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
+
+
+def _replace(path: Path, data: bytes, mode: int, durable: bool) -> None:
     ensure_dir(path.parent)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
+                                    dir=path.parent)
     try:
         os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as handle:
@@ -125,6 +141,46 @@ def atomic_write(
         raise
     if durable:
         fsync_dir(path.parent)
+
+
+def remove_stale_temps(root: Path) -> int:
+    """Delete the temp files :func:`atomic_write` calls killed under ``root`` left
+    behind (their pid is no longer running); returns how many. Never follows a
+    symlink; a temp file of a live writer, or of another user, is left alone."""
+    removed = 0
+    folders = [str(root)]
+    me = os.geteuid()
+    while folders:
+        try:
+            with os.scandir(folders.pop()) as entries:
+                found = list(entries)
+        except OSError:
+            continue
+        for entry in found:
+            if entry.is_dir(follow_symlinks=False):
+                folders.append(entry.path)
+            elif _stale_temp(entry.name):
+                with contextlib.suppress(OSError):
+                    if entry.stat(follow_symlinks=False).st_uid == me:
+                        os.unlink(entry.path)
+                        removed += 1
+    return removed
+
+
+def _stale_temp(name: str) -> bool:
+    """Whether ``name`` is an :func:`atomic_write` temp file of a process now gone."""
+    if not (name.startswith(".") and name.endswith(".tmp")):
+        return False
+    parts = name.rsplit(".", 3)  # ".<name>", "<pid>", "<random>", "tmp"
+    if len(parts) != 4 or not parts[1].isdigit():
+        return False
+    try:
+        os.kill(int(parts[1]), 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, OverflowError):
+        return False  # alive under another user, or not a pid at all
+    return False
 
 
 def fsync_dir(directory: Path) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from hostcore.files import remove_stale_temps
 from hostcore.host import Host
 from hostcore.plugin.cli import (
     emit_json,
@@ -82,6 +83,7 @@ def run_command(host: Host, once: bool, as_json: bool) -> None:
     1 naming the holder.
     """
     host.activity = "hostcore run --once" if once else "hostcore run"
+    remove_stale_temps(host.root)  # left by a run killed mid-write
     settings = host.config.settings.run
     stop = stop_on_signals()
     interactive = not as_json and sys.stderr.isatty()

@@ -181,7 +181,7 @@ class Store:
         try:
             yield
         except sqlite3.DatabaseError as exc:
-            raise StoreError(describe_failure(self.path, exc)) from exc
+            raise StoreError(describe_failure(self.path, exc, read_only=self.read_only)) from exc
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -451,7 +451,7 @@ class Store:
                 "scopes": scopes, "head_position": self.head_position()}
 
 
-def describe_failure(path: Path, exc: sqlite3.DatabaseError) -> str:
+def describe_failure(path: Path, exc: sqlite3.DatabaseError, *, read_only: bool = False) -> str:
     """One line naming ``path`` and why SQLite could not use it."""
     reason = _sqlite_reason(exc)
     name = getattr(exc, "sqlite_errorname", "") or ""
@@ -463,7 +463,9 @@ def describe_failure(path: Path, exc: sqlite3.DatabaseError) -> str:
         return (f"{path}: busy: another process held it for over "
                 f"{schema.BUSY_TIMEOUT_MS / 1000:g} s ({reason})")
     if name.startswith("SQLITE_FULL") or _disk_full(path):
-        return f"{path}: cannot be written: no space left on device ({reason})"
+        # Even a reader needs room beside the file (WAL's shared-memory index).
+        verb = "read" if read_only else "written"
+        return f"{path}: cannot be {verb}: no space left on device ({reason})"
     if name.startswith("SQLITE_READONLY"):
         return f"{path}: cannot be written ({reason})"
     return f"{path}: cannot be used ({reason})"

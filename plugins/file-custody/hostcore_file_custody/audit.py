@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 import time
+import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -36,8 +37,7 @@ from hostcore_file_custody.revision import FileRevision
 
 UnrecordedReason = Literal["unwitnessed", "missing", "terminal", "archived", "stale",
                            "write-failed"]
-UNRECORDED_REASONS: tuple[str, ...] = ("unwitnessed", "missing", "terminal", "archived",
-                                       "stale", "write-failed")
+UNRECORDED_REASONS: tuple[str, ...] = typing.get_args(UnrecordedReason)
 
 Emit = Callable[..., Any]
 

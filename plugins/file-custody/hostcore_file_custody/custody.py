@@ -30,8 +30,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import tenacity
-
 from hostcore_file_custody.errors import CustodyRefused
 from hostcore_file_custody.locks import (
     LOCK_RETRY_PAUSE_SECONDS,
@@ -159,6 +157,10 @@ def _take(lock_path: Path, key: str, wait_seconds: float, role: Role) -> LockFil
                                  "process", "held")
         return lock_exclusive(lock_path, role=role)
 
+    if wait_seconds <= 0:
+        return attempt()
+    import tenacity  # only a waiting caller retries: not imported otherwise
+
     retrying = tenacity.Retrying(
         retry=tenacity.retry_if_exception(
             lambda exc: isinstance(exc, CustodyRefused) and exc.reason == "held"),
@@ -166,7 +168,7 @@ def _take(lock_path: Path, key: str, wait_seconds: float, role: Role) -> LockFil
         wait=tenacity.wait_fixed(LOCK_RETRY_PAUSE_SECONDS),
         reraise=True,
     )
-    return retrying(attempt) if wait_seconds > 0 else attempt()
+    return retrying(attempt)
 
 
 @contextlib.contextmanager

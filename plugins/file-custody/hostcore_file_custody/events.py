@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from hostcore.telemetry import EventSpec
-from hostcore_file_custody.audit import UNRECORDED_REASONS
+
+# The reasons of a heartbeat_sweep_unrecorded diagnostic (audit.UnrecordedReason). Kept
+# here so that cataloguing the events, at host build, imports nothing of the protocol.
+UNRECORDED_REASONS: tuple[str, ...] = ("unwitnessed", "missing", "terminal", "archived",
+                                       "stale", "write-failed")
 
 SWEEP_COUNTS = (
     "scanned", "candidates", "deferred", "deleted", "kept_fresh", "kept_live",

@@ -37,8 +37,6 @@ import threading
 from pathlib import Path
 from typing import Literal
 
-import tenacity
-
 from hostcore_file_custody.errors import CustodyRefused
 from hostcore_file_custody.support import fcntl, require_custody
 
@@ -216,6 +214,8 @@ def lock_exclusive(path: Path, *, role: Role = "writer", wait_seconds: float = 0
         limit = sweep_wait if refused.holder == "sweep" else wait_seconds
         if refused.reason != "held" or limit <= 0:
             raise
+
+    import tenacity  # only a contended lock waits: not imported by an idle start
 
     def stop(state: tenacity.RetryCallState) -> bool:
         failure = state.outcome.exception() if state.outcome else None

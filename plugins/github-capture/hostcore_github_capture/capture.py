@@ -11,10 +11,19 @@ poll interval has passed, least recently polled first:
   partition keyed by event id, so a re-fetched event is stored once. The ETag and
   newest id are kept only when the pages were read to that point; a poll cut
   short starts over next time, and the key makes that harmless.
-* ``X-Poll-Interval`` sets when the repository is next due.
+* ``X-Poll-Interval`` sets when the repository is next due (at most
+  :data:`LONGEST_POLL_DELAY` ahead).
 * A rate-limited answer stops the step and no request is made until
-  ``retry-after`` / ``x-ratelimit-reset`` has passed.
+  ``retry-after`` / ``x-ratelimit-reset`` has passed (at most
+  :data:`MAX_BACKOFF_SECONDS` ahead).
 * At most ``request_budget`` requests per step; the rest wait for the next.
+
+A time in ``capture.json`` further ahead than the plugin ever schedules it was
+written by a wrong clock (:mod:`hostcore_github_capture.stamps`): such a
+repository is due now, such a backoff is over, and the step counts them in
+``capture.future_stamps``. ETags and newest ids describe events stored in one
+store file: when the store is replaced (its instance id changed) they are
+forgotten, so the new store gets every event GitHub still keeps.
 
 Nothing is logged or emitted with a repository name; errors are counted.
 """
@@ -23,7 +32,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from typing import Any, Protocol
 
 import msgspec
@@ -31,6 +40,7 @@ from hostcore_gh.runner import GhAuthError, GhError, GhResponse, GhUnavailable
 
 from hostcore.evidence.store import EvidenceRow
 from hostcore_github_capture.sidecar import CAPTURE_PARTITION
+from hostcore_github_capture.stamps import ahead
 from hostcore_github_capture.state import CaptureState, RepoPoll, StateFile
 
 log = logging.getLogger("hostcore_github_capture.capture")
@@ -46,8 +56,14 @@ DEFAULT_POLL_INTERVAL = 60.0
 FAILED_RETRY_SECONDS = 15 * 60.0
 # After 404/410/451: the repository is gone or not visible to this login (seconds).
 NOT_FOUND_RETRY_SECONDS = 6 * 3600.0
+# The furthest ahead a repository is ever scheduled (an X-Poll-Interval is capped
+# to it): a poll_after beyond it was written by a wrong clock.
+LONGEST_POLL_DELAY = NOT_FOUND_RETRY_SECONDS
 # A rate limit whose headers say nothing about when it lifts (seconds).
 DEFAULT_BACKOFF_SECONDS = 60.0
+# GitHub's rate-limit windows last an hour: a longer wait is capped to it (and
+# one further ahead was written by a wrong clock, or a wrong reset header).
+MAX_BACKOFF_SECONDS = 3600.0
 
 SOURCE_ID = "github-capture"
 
@@ -58,6 +74,9 @@ class RunnerLike(Protocol):
 
 
 class StoreLike(Protocol):
+    @property
+    def instance_id(self) -> str: ...
+
     def append(self, rows: Any, *, source: str | None = None,
                cursor: str | None = None) -> int: ...
 
@@ -111,25 +130,34 @@ class Capturer:
         self._exhausted_until: float | None = None
 
     def due(self, inventory: Collection[str]) -> list[str]:
-        """Repositories whose poll interval has passed, least recently polled first."""
+        """Repositories whose poll interval has passed, least recently polled first.
+
+        A repository whose times lie further ahead than the plugin schedules
+        them (a wrong clock wrote them) is due, and counts as never polled.
+        """
         state = self.state.load()
         now = self.clock()
         never = RepoPoll()
         polls = state.repos
-        ready = [r for r in inventory if polls.get(r, never).poll_after <= now]
-        ready.sort(key=lambda r: (polls.get(r, never).polled_at, r))
+        ready = [r for r in inventory if _ready(polls.get(r, never), now)]
+        ready.sort(key=lambda r: (_polled_at(polls.get(r, never), now), r))
         return ready
 
     def step(self, inventory: Collection[str], *, ignored: int = 0,
              keep: Collection[str] = ()) -> CaptureOutcome:
         """Poll what is due among ``inventory``. Polling state is kept for
         ``inventory`` and ``keep``, and forgotten for every other repository."""
-        state = self.state.load()
+        loaded = self.state.load()
+        state = self._for_this_store(loaded)
         now = self.clock()
         outcome = CaptureOutcome(ignored=ignored)
         # Retired repositories lose their polling state: bounded by the inventory.
         polls = {r: p for r, p in state.repos.items() if r in inventory or r in keep}
+        self._count_future_stamps(polls.values(), now)
         backoff_until = state.backoff_until
+        if ahead(backoff_until, now, horizon=MAX_BACKOFF_SECONDS):
+            self.emit("capture.future_stamps", field="backoff_until", count=1)
+            backoff_until = 0.0
         if now < backoff_until:
             outcome.rate_limited = True
         else:
@@ -156,11 +184,36 @@ class Capturer:
                     log.info("a capture request failed (%s)", type(exc).__name__)
                     outcome.failed += 1
                     polls[repo] = _later(polls.get(repo, RepoPoll()), now, FAILED_RETRY_SECONDS)
-        if polls != state.repos or backoff_until != state.backoff_until:
-            self.state.save(CaptureState(repos=polls, backoff_until=backoff_until))
+        if polls != loaded.repos or backoff_until != loaded.backoff_until \
+                or state.store_instance != loaded.store_instance:
+            self.state.save(CaptureState(repos=polls, backoff_until=backoff_until,
+                                         store_instance=state.store_instance))
         if outcome.requests or outcome.rate_limited or outcome.unavailable:
             self.emit("capture.polled", **msgspec.structs.asdict(outcome))
         return outcome
+
+    def _for_this_store(self, state: CaptureState) -> CaptureState:
+        """``state`` for the store in use: ETags and newest ids of another store
+        file are forgotten (their events are not in this one); a state written
+        before the store was noted adopts the one in use."""
+        instance = self.store.instance_id
+        if state.store_instance == instance:
+            return state
+        repos = state.repos
+        if state.store_instance is not None:
+            repos = {r: msgspec.structs.replace(p, etag=None, newest_id=None)
+                     for r, p in repos.items()}
+        return msgspec.structs.replace(state, repos=repos, store_instance=instance)
+
+    def _count_future_stamps(self, polls: Iterable[RepoPoll], now: float) -> None:
+        scheduled = written = 0
+        for poll in polls:
+            scheduled += ahead(poll.poll_after, now, horizon=LONGEST_POLL_DELAY)
+            written += ahead(poll.polled_at, now)
+        if scheduled:
+            self.emit("capture.future_stamps", field="poll_after", count=scheduled)
+        if written:
+            self.emit("capture.future_stamps", field="polled_at", count=written)
 
     def _poll(self, repo: str, poll: RepoPoll, outcome: CaptureOutcome, now: float) -> RepoPoll:
         headers = {"If-None-Match": poll.etag} if poll.etag else {}
@@ -269,12 +322,24 @@ def _has_next(response: GhResponse, events: list[dict[str, Any]]) -> bool:
 
 def _reset_time(response: GhResponse, now: float) -> float:
     reset = response.rate_limit_reset(now)
-    return reset.timestamp() if reset is not None else now + DEFAULT_BACKOFF_SECONDS
+    until = reset.timestamp() if reset is not None else now + DEFAULT_BACKOFF_SECONDS
+    return min(until, now + MAX_BACKOFF_SECONDS)
 
 
 def _poll_interval(response: GhResponse) -> float:
     value = response.headers.get("x-poll-interval", "").strip()
-    return float(max(1, int(value))) if value.isdigit() else DEFAULT_POLL_INTERVAL
+    if not value.isdigit():
+        return DEFAULT_POLL_INTERVAL
+    return float(min(max(1, int(value)), LONGEST_POLL_DELAY))
+
+
+def _ready(poll: RepoPoll, now: float) -> bool:
+    return poll.poll_after <= now or ahead(poll.poll_after, now, horizon=LONGEST_POLL_DELAY)
+
+
+def _polled_at(poll: RepoPoll, now: float) -> float:
+    """When ``poll`` was last polled, for ordering: a time in the future counts as never."""
+    return 0.0 if ahead(poll.polled_at, now) else poll.polled_at
 
 
 def _later(poll: RepoPoll, now: float, delay: float) -> RepoPoll:

@@ -2,10 +2,13 @@
 
 Keys of ``capture status --json`` (stable): ``inventory`` (repositories derived),
 ``capturing`` (what capture may poll now), ``ignored`` (size of the ignore list),
-``revalidation`` (``null``, or ``trigger``, ``unit``, ``rows_read``,
-``tuples_read``, ``confirmed``, ``partitions_done``, ``partitions_total``, ``slices``),
-``last_derivation_age_seconds`` (``null`` when never derived), ``pending``,
-``rate_limited_for_seconds``. Counts only: no repository is named.
+``revalidation`` (``null``, or ``trigger``, ``unit``, ``positions_read``,
+``positions_total``, ``rows_read``, ``tuples_read``, ``confirmed``,
+``partitions_done``, ``partitions_total``, ``slices``),
+``last_derivation_age_seconds`` (``null`` when never derived; negative when the
+derivation is stamped further in the future than a clock may drift, which makes
+a pass due), ``pending``, ``rate_limited_for_seconds``. Counts only: no
+repository is named.
 """
 
 from __future__ import annotations
@@ -15,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 import click
 import msgspec
 
-from hostcore.plugin.cli import emit_json, json_option, pass_host
 from hostcore.errors import RecordError
+from hostcore.plugin.cli import emit_json, json_option, pass_host
 
 if TYPE_CHECKING:
     from hostcore.host import Host
@@ -25,28 +28,38 @@ if TYPE_CHECKING:
 
 
 def find_worker(host: Host) -> CaptureWorker:
-    from hostcore_github_capture.worker import PLUGIN_NAME
+    from hostcore_github_capture.worker import PLUGIN_NAME, CaptureWorker
 
     for worker in host.workers:
-        if worker.name == PLUGIN_NAME:
+        if worker.name == PLUGIN_NAME and isinstance(worker, CaptureWorker):
             return worker
     raise click.ClickException("the github-capture worker is not registered")
 
 
 def status_report(worker: CaptureWorker) -> dict[str, Any]:
+    from hostcore_github_capture.capture import MAX_BACKOFF_SECONDS
+    from hostcore_github_capture.sidecar import derivation_ahead
+    from hostcore_github_capture.stamps import ahead
+
     sidecar = worker.sidecar
     state = sidecar.state.load()
     now = worker.clock()
     capturing, _ = sidecar.capture_set()
     progress = sidecar.progress()
     backoff = worker.capturer.state.load().backoff_until
+    if ahead(backoff, now, horizon=MAX_BACKOFF_SECONDS):
+        backoff = 0.0  # a wrong clock's: the next step ignores it
+    age: int | None = None
+    if state.derived_at is not None:
+        # Within the tolerance a stamp slightly ahead is "just now"; beyond it, say so.
+        age = int(now - state.derived_at) if derivation_ahead(state, now) \
+            else max(0, int(now - state.derived_at))
     return {
         "inventory": len(state.repos),
         "capturing": len(capturing),
         "ignored": len(state.ignore),
         "revalidation": None if progress is None else msgspec.to_builtins(progress),
-        "last_derivation_age_seconds": (None if state.derived_at is None
-                                        else max(0, int(now - state.derived_at))),
+        "last_derivation_age_seconds": age,
         "pending": sidecar.pending(),
         "rate_limited_for_seconds": max(0, int(backoff - now)),
     }
@@ -81,10 +94,9 @@ def status_command(host: Host, as_json: bool) -> None:
     if as_json:
         emit_json(report)
         return
-    age = report["last_derivation_age_seconds"]
     click.echo(f"inventory: {report['inventory']} repositories "
                f"({report['capturing']} capturing, {report['ignored']} ignored)")
-    click.echo(f"last derivation: {'never' if age is None else f'{age} s ago'}")
+    click.echo(f"last derivation: {_age(report['last_derivation_age_seconds'])}")
     progress = report["revalidation"]
     click.echo("revalidation: " + ("none under way" if progress is None else _progress(progress)))
     click.echo(f"pending: {'yes' if report['pending'] else 'no'}")
@@ -122,12 +134,15 @@ def ignore_command(host: Host, repository: str, remove: bool) -> None:
 def revalidate_command(host: Host, as_json: bool) -> None:
     """Start a revalidation pass now (or finish the one under way), slice by slice.
 
-    Each slice reads at most the per-tick row budget under the step lock, so a
-    running daemon interleaves with it; a progress line follows every slice.
+    The pass is labelled with the trigger that was already due (a policy change,
+    say), and ``requested`` only when none was. Each slice reads at most the
+    per-tick budget under the step lock, so a running daemon interleaves with
+    it; a progress line follows every slice.
     """
     sidecar = find_worker(host).sidecar
     request = True
     ticks = rows = tuples = 0
+    trigger: str | None = None
     while True:
         with host.step_lock():
             outcome: TickOutcome = sidecar.tick(request=request)
@@ -136,22 +151,36 @@ def revalidate_command(host: Host, as_json: bool) -> None:
         ticks += 1
         rows += outcome.rows_read
         tuples += outcome.tuples_read
+        trigger = outcome.started or trigger
         if progress is None:
             break
+        trigger = progress.trigger  # the pass under way, whoever started it
         click.echo(f"revalidation: {_progress(msgspec.to_builtins(progress))}", err=True)
     state = sidecar.state.load()
-    result = {"ticks": ticks, "rows_read": rows, "tuples_read": tuples,
+    result = {"ticks": ticks, "trigger": trigger, "rows_read": rows, "tuples_read": tuples,
               "inventory": len(state.repos)}
     if as_json:
         emit_json(result)
     else:
         read = f"{tuples} tuples" if tuples else f"{rows} rows"
-        click.echo(f"revalidation complete: {ticks} slice(s), {read} read, "
-                   f"{len(state.repos)} repositories in the inventory")
+        click.echo(f"revalidation complete (trigger: {trigger}): {ticks} slice(s), {read} "
+                   f"read, {len(state.repos)} repositories in the inventory")
 
 
 def _progress(progress: dict[str, Any]) -> str:
     unit = progress["unit"]
-    return (f"{progress['partitions_done']}/{progress['partitions_total']} partitions, "
-            f"{progress[f'{unit}_read']} {unit} read, {progress['confirmed']} repositories "
-            f"confirmed (trigger: {progress['trigger']})")
+    if unit == "rows":
+        done = f"{progress['positions_read']}/{progress['positions_total']} positions"
+    else:
+        done = f"{progress['partitions_done']}/{progress['partitions_total']} partitions"
+    return (f"{done}, {progress[f'{unit}_read']} {unit} read, {progress['confirmed']} "
+            f"repositories confirmed (trigger: {progress['trigger']})")
+
+
+def _age(seconds: int | None) -> str:
+    if seconds is None:
+        return "never"
+    if seconds < 0:
+        return (f"stamped {-seconds} s in the future (the clock was wrong when it was "
+                "written); a pass is due")
+    return f"{seconds} s ago"

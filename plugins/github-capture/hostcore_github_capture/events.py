@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hostcore.telemetry import EventSpec
 from hostcore_github_capture.sidecar import TRIGGERS, UNITS
+from hostcore_github_capture.stamps import FIELDS
 
 EVENTS = (
     EventSpec(
@@ -14,25 +15,35 @@ EVENTS = (
     ),
     EventSpec(
         "capture.revalidation_slice",
-        {"unit": UNITS, "rows_read": int, "tuples_read": int, "budget": int,
-         "partitions_done": int, "partitions_total": int, "confirmed": int},
-        "A revalidation tick used its whole row budget: rows read, the budget, "
-        "partitions completed out of those discovered, repositories confirmed so far.",
+        {"unit": UNITS, "positions_read": int, "rows_read": int, "tuples_read": int,
+         "budget": int, "partitions_done": int, "partitions_total": int, "confirmed": int},
+        "A revalidation tick used its whole budget: positions examined (a pass by rows), "
+        "rows or tuples the seam let out, the budget, partitions completed out of those "
+        "the pass noted, repositories confirmed so far.",
     ),
     EventSpec(
         "capture.revalidation_completed",
-        {"unit": UNITS, "rows_read": int, "tuples_read": int, "confirmed": int,
-         "retired": int, "admitted": int, "slices": int, "unrecognised": int},
-        "A revalidation pass swapped in a new inventory: rows read over the pass, "
-        "repositories confirmed, retired and newly admitted, ticks taken, and remotes "
-        "that were not GitHub repositories.",
+        {"unit": UNITS, "positions_read": int, "rows_read": int, "tuples_read": int,
+         "confirmed": int, "retired": int, "admitted": int, "slices": int,
+         "unrecognised": int},
+        "A revalidation pass swapped in a new inventory: positions examined, rows or "
+        "tuples read over the pass, repositories confirmed, retired and newly admitted, "
+        "ticks taken, and remotes that were not GitHub repositories.",
     ),
     EventSpec(
         "capture.inventory_extended",
-        {"rows_read": int, "added": int, "unrecognised": int, "budget_exhausted": bool},
-        "An ordinary tick read new rows of grown or new partitions: rows read, "
-        "repositories added, remotes that were not GitHub repositories, and whether the "
-        "row budget stopped it.",
+        {"positions_read": int, "rows_read": int, "added": int, "unrecognised": int,
+         "budget_exhausted": bool},
+        "An ordinary tick read what grown or new partitions hold after their cursors: "
+        "positions examined, rows the seam let out, repositories added, remotes that were "
+        "not GitHub repositories, and whether the budget stopped it.",
+    ),
+    EventSpec(
+        "capture.future_stamps",
+        {"field": FIELDS, "count": int},
+        "Times in the plugin's state lay further in the future than the plugin ever "
+        "schedules them (written while the clock was wrong): which field and how many. "
+        "Each counts as due: a pass starts, a repository is polled, a backoff ends.",
     ),
     EventSpec(
         "capture.polled",

@@ -17,17 +17,19 @@ if TYPE_CHECKING:
     import click
 
     from hostcore.host import Host
+    from hostcore.telemetry import EventSpec
+    from hostcore_github_capture.worker import CaptureWorker
 
 
 @hookimpl
-def hostcore_events():
+def hostcore_events() -> tuple[EventSpec, ...]:
     from hostcore_github_capture.events import EVENTS
 
     return EVENTS
 
 
 @hookimpl
-def hostcore_workers(host: Host):
+def hostcore_workers(host: Host) -> CaptureWorker:
     from hostcore_github_capture.worker import CaptureWorker
 
     return CaptureWorker(host)

@@ -1,54 +1,63 @@
 """The inventory sidecar: ordinary ticks, revalidation triggers, bounded passes, the swap.
 
-Every tick starts from persisted state and three cheap reads: the export policy
-fingerprint, the store's partition versions, the clock. From them it decides,
-afresh each time (nothing about a trigger is stored but the pass it started):
+Every tick starts from persisted state and a few cheap reads: the export policy
+fingerprint, the store's instance id and partition versions, the clock. From
+them it decides, afresh each time (nothing about a trigger is stored but the
+pass it started):
 
 * **revalidate** when the fingerprint differs from the one the inventory was
-  derived under (none persisted included), when a tracked partition regressed
-  (its version is not a growth of the tracked one, or it is gone), or when the
-  last completed derivation is older than :data:`MAX_DERIVATION_AGE_SECONDS`;
-* otherwise **extend**: read only the rows after each grown or new partition's
-  cursor. A tick where nothing changed opens no partition and reads no row.
+  derived under (none persisted included), when the store is not the one the
+  partition marks describe (a replaced file; none recorded included), when a
+  tracked partition regressed (its version is not a growth of the tracked one,
+  or it is gone), or when the last completed derivation is older than
+  :data:`MAX_DERIVATION_AGE_SECONDS` or stamped in the future by a wrong clock;
+* otherwise **extend**: read only what grown or new partitions hold after their
+  cursors. A tick where nothing changed opens no partition and reads no row.
 
-A pass re-reads every partition from the start through the export seam, so it
-sees exactly what the live policy lets out. It reads at most ``row_budget``
-rows per tick across partitions, reducing each row to a key as it arrives, and
-persists its progress (confirmed keys, cursors, versions, completed partitions)
-after every slice, so a later tick or a restarted process carries on
-mid-partition. A fingerprint change or a regression of a partition the pass has
-already read restarts it. When every discovered partition is complete, one
-atomic write swaps the inventory in, stamps the fingerprint and the time and
-clears the pass. Until then capture sees only the keys the pass confirmed.
+**Budgets count positions examined, permitted or not.** The seam skips withheld
+rows inside SQLite, where they still cost time, so a budget counted in the rows
+it returns would not bound the work. Every read here is a window of positions
+``(cursor, until]`` of one partition, and what it costs is the smaller of the
+window's width and the rows the partition can hold after ``cursor`` (from its
+version, no row read); the cursor moves to ``until`` even when every row in
+the window was withheld.
 
-A pass over ``R`` permitted rows under a budget of ``B`` takes ``R // B + 1``
-ticks: every tick but the last reads exactly ``B`` rows, and a partition is
-complete when a read returns fewer rows than it asked for.
+A pass re-reads history through the export seam, so it sees exactly what the
+live policy lets out. When it starts it notes every partition's version and
+then the store's head position; it reads what lies at or before that head, and
+the rows appended later are the ordinary ticks' after the swap. A pass **by
+rows** reads every partition's rows in one window of ``row_budget`` positions a
+tick, so a store whose head is ``H`` converges in ``ceil(H / row_budget)``
+ticks however much of it is withheld. A pass **by tuples** (the default)
+reads the distinct (directory, source, remote) of each partition, which the
+store keeps as rows come and go, through :meth:`ExportSeam.read_tuples_since_sync`
+under the same per-scope verdicts, at most ``tuple_budget`` a tick: it confirms
+the keys a pass by rows would, in ``T // tuple_budget + 1`` ticks for ``T``
+tuples. A tuple read costs one scan of the partition's tuple index (distinct
+tuples, never rows), so its work grows with distinct tuples, not history.
 
-A pass may instead read by **tuples** (``unit="tuples"``): the distinct
-(directory, source, remote) of each partition, which the store keeps as rows
-come and go, through :meth:`ExportSeam.read_tuples_since_sync` under the same
-policy verdicts, at most ``tuple_budget`` a tick. It confirms exactly the keys
-a row pass would, in ``T // B + 1`` ticks for ``T`` tuples (a handful where a
-row pass takes dozens). A partition's cursor after the swap is the store's
-head position noted when the pass first read it, and its tracked version the
-one read then, so the rows appended meanwhile are read by the next ordinary
-tick like any growth.
+Progress is persisted after every slice (confirmed keys, the window's position
+or the tuple cursors), so a later tick or a restarted process carries on. A
+fingerprint change, a replaced store or a regression of a partition the pass
+noted restarts it. When it is complete, one atomic write swaps the inventory
+in, stamps the fingerprint, the store and the time, and clears the pass. Until
+then capture sees only the keys the pass confirmed.
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import islice
 from operator import itemgetter
 from typing import Any, Protocol
 
 import msgspec
 
-from hostcore.evidence.store import PartitionVersion
+from hostcore.evidence.rows import PartitionVersion
 from hostcore_github_capture.remotes import KeyReducer
+from hostcore_github_capture.stamps import ahead
 from hostcore_github_capture.state import (
     PartitionMark,
     Revalidation,
@@ -56,7 +65,7 @@ from hostcore_github_capture.state import (
     StateFile,
 )
 
-# Rows one tick may read from history, across partitions, in a pass or an extension.
+# Positions one tick may examine, across partitions, in a pass by rows or an extension.
 REVALIDATION_ROW_BUDGET = 50_000
 # Distinct (directory, source, remote) tuples one tick may read in a pass by tuples.
 REVALIDATION_TUPLE_BUDGET = 50_000
@@ -65,8 +74,12 @@ MAX_DERIVATION_AGE_SECONDS = 7 * 24 * 3600.0
 # Capture output: stored like evidence, exported through the seam, never inventory input.
 CAPTURE_PARTITION = "github_events"
 
-TRIGGERS = ("initial", "fingerprint", "regressed", "age", "requested")
+TRIGGERS = ("initial", "fingerprint", "replaced", "regressed", "age", "requested")
 UNITS = ("rows", "tuples")
+# What a pass reads unless configured otherwise: the property test over random
+# histories (tests/test_capture_unit_equivalence.py) finds both units derive the
+# same inventory, and tuples converge in a tick where rows take dozens.
+DEFAULT_UNIT = "tuples"
 _COLUMNS = ("git_remote",)
 # Rows taken from the seam's stream at a time: bounds what a read holds at once.
 CHUNK_ROWS = 1024
@@ -74,6 +87,9 @@ _remote = itemgetter(1)
 
 
 class StoreLike(Protocol):
+    @property
+    def instance_id(self) -> str: ...
+
     def partitions(self) -> Mapping[str, PartitionVersion]: ...
 
     def head_position(self) -> int: ...
@@ -82,16 +98,23 @@ class StoreLike(Protocol):
 class SeamLike(Protocol):
     def export_policy_fingerprint(self) -> str: ...
 
-    def read_rows_since_sync(self, partition: str | None, cursor: int,
-                             columns: Iterable[str]) -> Iterator[tuple[Any, ...]]: ...
+    def read_rows_since_sync(self, partition: str | None, cursor: int, columns: Sequence[str],
+                             *, until: int | None = None) -> Iterator[tuple[Any, ...]]: ...
 
     def read_tuples_since_sync(self, partition: str | None, cursor: int,
-                               columns: Iterable[str]) -> Iterator[tuple[Any, ...]]: ...
+                               columns: Sequence[str], *, until: int | None = None
+                               ) -> Iterator[tuple[Any, ...]]: ...
 
 
 class TickOutcome(msgspec.Struct, kw_only=True):
-    """What one sidecar tick did (counts only)."""
+    """What one sidecar tick did (counts only).
 
+    ``positions_read`` is what the tick charged to its row budget (positions
+    examined, withheld rows included); ``rows_read`` and ``tuples_read`` are
+    what the seam let out.
+    """
+
+    positions_read: int = 0
     rows_read: int = 0
     tuples_read: int = 0
     started: str | None = None  # the trigger of a pass started or restarted this tick
@@ -106,10 +129,18 @@ class TickOutcome(msgspec.Struct, kw_only=True):
 
 
 class Progress(msgspec.Struct, kw_only=True):
-    """Where a pass stands, for status and the ``revalidate`` progress line."""
+    """Where a pass stands, for status and the ``revalidate`` progress line.
+
+    ``positions_read`` / ``positions_total``: how far a pass by rows has read
+    towards the head it noted (``None`` for a pass by tuples, which reads by
+    partition: ``partitions_done`` counts those read to their end; a pass by
+    rows reads every partition at once and completes them together).
+    """
 
     trigger: str
     unit: str
+    positions_read: int | None
+    positions_total: int | None
     rows_read: int
     tuples_read: int
     confirmed: int
@@ -121,13 +152,14 @@ class Progress(msgspec.Struct, kw_only=True):
 class Sidecar:
     """Keeps ``sidecar.json`` in step with what the export seam lets out.
 
-    :param store: anything with ``partitions()`` and ``head_position()`` (the host's store).
+    :param store: anything with ``instance_id``, ``partitions()`` and
+        ``head_position()`` (the host's store).
     :param seam: the export seam (``export_policy_fingerprint``, ``read_rows_since_sync``,
         ``read_tuples_since_sync``).
     :param state: the ``sidecar.json`` file.
     :param emit: the host's ``emit``.
     :param clock: seconds since the epoch (tests inject one).
-    :param row_budget: rows per tick (tests inject small values).
+    :param row_budget: positions examined per tick (tests inject small values).
     :param unit: what a new pass reads, ``rows`` or ``tuples`` (a pass under way
         keeps the unit it started with).
     :param tuple_budget: tuples per tick in a pass by tuples.
@@ -142,7 +174,7 @@ class Sidecar:
         *,
         clock: Callable[[], float] = time.time,
         row_budget: int = REVALIDATION_ROW_BUDGET,
-        unit: str = "rows",
+        unit: str = DEFAULT_UNIT,
         tuple_budget: int = REVALIDATION_TUPLE_BUDGET,
     ) -> None:
         if row_budget < 1 or tuple_budget < 1:
@@ -166,7 +198,7 @@ class Sidecar:
         return {name: version for name, version in self.store.partitions().items()
                 if name != CAPTURE_PARTITION}
 
-    def trigger(self, state: SidecarState, fingerprint: str,
+    def trigger(self, state: SidecarState, fingerprint: str, instance: str,
                 versions: Mapping[str, PartitionVersion], now: float) -> str | None:
         """The reason a pass must start now, or ``None`` (when no pass is under way)."""
         if state.policy_fingerprint is None:
@@ -174,19 +206,26 @@ class Sidecar:
             return "initial" if fresh else "fingerprint"
         if state.policy_fingerprint != fingerprint:
             return "fingerprint"
+        if state.store_instance != instance:
+            return "replaced"
         for name, mark in state.partitions.items():
             if _regressed(versions.get(name), mark.version):
                 return "regressed"
-        if state.derived_at is None or now - state.derived_at > MAX_DERIVATION_AGE_SECONDS:
+        if state.derived_at is None or now - state.derived_at > MAX_DERIVATION_AGE_SECONDS \
+                or derivation_ahead(state, now):
             return "age"
         return None
 
     @staticmethod
-    def restart_reason(record: Revalidation, fingerprint: str,
+    def restart_reason(record: Revalidation, fingerprint: str, instance: str,
                        versions: Mapping[str, PartitionVersion]) -> str | None:
         """Why the pass under way can no longer complete as it is, or ``None``."""
+        if record.head is None:
+            return record.trigger  # noted by an older release: start it over, same cause
         if record.fingerprint != fingerprint:
             return "fingerprint"
+        if record.store_instance != instance:
+            return "replaced"
         for name, version in record.versions.items():
             if _regressed(versions.get(name), version):
                 return "regressed"
@@ -199,7 +238,8 @@ class Sidecar:
         versions = self._discover()
         if state.revalidation is not None:
             return True
-        if self.trigger(state, fingerprint, versions, self.clock()) is not None:
+        if self.trigger(state, fingerprint, self.store.instance_id, versions,
+                        self.clock()) is not None:
             return True
         return any(_needs_reading(state.partitions.get(n), v) for n, v in versions.items())
 
@@ -208,12 +248,14 @@ class Sidecar:
         record = self.state.load().revalidation
         if record is None:
             return None
-        versions = self._discover()
-        done = len(set(record.completed) & versions.keys())
-        return Progress(trigger=record.trigger, unit=record.unit, rows_read=record.rows_read,
-                        tuples_read=record.tuples_read,
-                        confirmed=len(record.confirmed), partitions_done=done,
-                        partitions_total=len(versions), slices=record.slices)
+        by_rows = record.unit == "rows"
+        return Progress(trigger=record.trigger, unit=record.unit,
+                        positions_read=record.position if by_rows else None,
+                        positions_total=record.head if by_rows else None,
+                        rows_read=record.rows_read, tuples_read=record.tuples_read,
+                        confirmed=len(record.confirmed),
+                        partitions_done=len(set(record.completed) & record.versions.keys()),
+                        partitions_total=len(record.versions), slices=record.slices)
 
     def capture_set(self) -> tuple[frozenset[str], int]:
         """The keys capture may poll now, and how many were left out as ignored.
@@ -238,21 +280,31 @@ class Sidecar:
     # -- the tick ---------------------------------------------------------------
 
     def tick(self, *, request: bool = False) -> TickOutcome:
-        """One bounded step. ``request`` starts a pass now unless one is under way."""
+        """One bounded step. ``request`` starts a pass now unless one is under way;
+        the pass is labelled with the trigger that was due, if any."""
         state = self.state.load()
         fingerprint = self.seam.export_policy_fingerprint()
+        instance = self.store.instance_id
         versions = self._discover()
         now = self.clock()
         record = state.revalidation
         if record is not None:
-            reason = self.restart_reason(record, fingerprint, versions)
+            reason = self.restart_reason(record, fingerprint, instance, versions)
         else:
-            reason = "requested" if request else self.trigger(state, fingerprint, versions, now)
+            reason = self.trigger(state, fingerprint, instance, versions, now)
+            if reason == "age" and derivation_ahead(state, now):
+                self.emit("capture.future_stamps", field="derived_at", count=1)
+            if reason is None and request:
+                reason = "requested"
         if reason is not None:
             self.emit("capture.revalidation_started", trigger=reason, unit=self.unit,
                       prior_inventory=len(state.repos), restarted=record is not None)
+            # After the versions: every row they count lies at or before the head.
+            head = self.store.head_position()
             record = Revalidation(fingerprint=fingerprint, trigger=reason, started_at=now,
-                                  prior_size=len(state.repos), unit=self.unit)
+                                  prior_size=len(state.repos), store_instance=instance,
+                                  head=head, unit=self.unit,
+                                  versions={name: str(v) for name, v in versions.items()})
         if record is None:
             return self._extend(state, versions)
         outcome = self._slice(state, record, versions, now)
@@ -261,121 +313,162 @@ class Sidecar:
 
     def _extend(self, state: SidecarState, versions: Mapping[str, PartitionVersion]
                 ) -> TickOutcome:
+        """Read what grown or new partitions hold after their cursors, within the budget.
+
+        A partition that can hold no more rows after its cursor than the budget
+        left (its version says how many it gained) is read to the head at once,
+        however far behind the cursor is. The others share one window of
+        positions from the lowest of their cursors, so however many there are,
+        the rows SQLite looks at stay within the window's width.
+        """
         outcome = TickOutcome()
+        grown = {name: state.partitions.get(name) for name in sorted(versions)
+                 if _needs_reading(state.partitions.get(name), versions[name])}
+        if not grown:
+            return outcome  # unchanged partitions are not reopened
+        head = self.store.head_position()  # after the versions (see the pass)
         marks: dict[str, PartitionMark] = {}
         found: set[str] = set()
         reducer = self._reducer
         reducer.unrecognised = 0
         remaining = self.row_budget
-        for name in sorted(versions):
-            mark = state.partitions.get(name)
-            version = versions[name]
-            if not _needs_reading(mark, version):
-                continue  # unchanged: not reopened
-            if remaining == 0:
-                outcome.extension_pending = True
-                break
-            read, cursor, exhausted = self._read(name, mark.cursor if mark else 0, remaining,
-                                                 reducer, found)
-            remaining -= read
-            outcome.rows_read += read
-            marks[name] = PartitionMark(version=str(version), cursor=cursor, caught_up=exhausted)
-            outcome.extension_pending |= not exhausted
-        if not marks:
-            return outcome
+        bounds = {name: _rows_after(mark, versions[name]) for name, mark in grown.items()}
+        windowed: dict[str, int] = {}
+        for name in sorted(grown, key=lambda n: (bounds[n], n)):
+            mark = grown[name]
+            cursor = mark.cursor if mark else 0
+            if bounds[name] > remaining:
+                windowed[name] = cursor
+                continue
+            outcome.rows_read += self._read(name, cursor, head, reducer, found)
+            outcome.positions_read += bounds[name]
+            remaining -= bounds[name]
+            marks[name] = PartitionMark(version=str(versions[name]), cursor=max(cursor, head))
+        if windowed:
+            low = min(windowed.values())
+            until = min(low + remaining, head)
+            for name, cursor in windowed.items():
+                if cursor >= until:
+                    continue  # the window ends before this cursor: a later tick's
+                outcome.rows_read += self._read(name, cursor, until, reducer, found)
+                marks[name] = PartitionMark(version=str(versions[name]), cursor=until,
+                                            caught_up=until >= head)
+            outcome.positions_read += max(0, until - low)
+            outcome.extension_pending = until < head
         known = set(state.repos)
         added = found - known
-        self.state.save(msgspec.structs.replace(
-            state, repos=sorted(known | added) if added else state.repos,
-            partitions={**state.partitions, **marks}))
+        if marks:
+            self.state.save(msgspec.structs.replace(
+                state, repos=sorted(known | added) if added else state.repos,
+                partitions={**state.partitions, **marks}))
         outcome.added = len(added)
-        if outcome.rows_read:
-            self.emit("capture.inventory_extended", rows_read=outcome.rows_read,
-                      added=len(added), unrecognised=reducer.unrecognised,
-                      budget_exhausted=outcome.extension_pending)
+        self.emit("capture.inventory_extended", positions_read=outcome.positions_read,
+                  rows_read=outcome.rows_read, added=len(added),
+                  unrecognised=reducer.unrecognised, budget_exhausted=outcome.extension_pending)
         return outcome
 
     def _slice(self, state: SidecarState, record: Revalidation,
                versions: Mapping[str, PartitionVersion], now: float) -> TickOutcome:
         confirmed = set(record.confirmed)
-        cursors = dict(record.cursors)
-        seen = dict(record.versions)
-        snapshots = dict(record.snapshots)
-        completed = set(record.completed)
         reducer = self._reducer
         reducer.unrecognised = 0
-        by_tuples = record.unit == "tuples"
-        budget = self.tuple_budget if by_tuples else self.row_budget
-        remaining = budget
-        read_total = 0
-        for name in sorted(versions):
+        outcome = TickOutcome()
+        if record.unit == "tuples":
+            record, complete = self._tuple_slice(record, reducer, confirmed, outcome)
+            budget = self.tuple_budget
+        else:
+            record, complete = self._row_slice(record, reducer, confirmed, outcome)
+            budget = self.row_budget
+        record = msgspec.structs.replace(
+            record, confirmed=sorted(confirmed),
+            positions_read=record.positions_read + outcome.positions_read,
+            rows_read=record.rows_read + outcome.rows_read,
+            tuples_read=record.tuples_read + outcome.tuples_read,
+            slices=record.slices + 1, unrecognised=record.unrecognised + reducer.unrecognised)
+        if complete:
+            marks = self._swap(state, record, now)
+            outcome.swapped = True
+            # Rows appended during the pass, and partitions that appeared, are next.
+            outcome.extension_pending = any(_needs_reading(marks.get(name), version)
+                                            for name, version in versions.items())
+            return outcome
+        self.state.save(msgspec.structs.replace(state, revalidation=record))
+        self.emit("capture.revalidation_slice", unit=record.unit,
+                  positions_read=outcome.positions_read, rows_read=outcome.rows_read,
+                  tuples_read=outcome.tuples_read, budget=budget,
+                  partitions_done=len(record.completed),
+                  partitions_total=len(record.versions), confirmed=len(confirmed))
+        outcome.revalidating = True
+        return outcome
+
+    def _row_slice(self, record: Revalidation, reducer: KeyReducer, keys: set[str],
+                   outcome: TickOutcome) -> tuple[Revalidation, bool]:
+        """Read the next window of positions of every partition the pass noted."""
+        head = record.head or 0
+        start = record.position
+        until = max(start, min(start + self.row_budget, head))
+        for name in sorted(record.versions):
+            outcome.rows_read += self._read(name, start, until, reducer, keys)
+        outcome.positions_read = until - start
+        complete = until >= head
+        completed = sorted(record.versions) if complete else []
+        return msgspec.structs.replace(record, position=until, completed=completed), complete
+
+    def _tuple_slice(self, record: Revalidation, reducer: KeyReducer, keys: set[str],
+                     outcome: TickOutcome) -> tuple[Revalidation, bool]:
+        """Read up to the tuple budget from the partitions the pass has not finished."""
+        cursors = dict(record.cursors)
+        completed = set(record.completed)
+        remaining = self.tuple_budget
+        for name in sorted(record.versions):
             if name in completed:
                 continue
             if remaining == 0:
                 break
-            if by_tuples:
-                if name not in snapshots:
-                    # Every row up to here is covered by the tuples read from now on.
-                    seen[name] = str(versions[name])
-                    snapshots[name] = self.store.head_position()
-                read, cursors[name], exhausted = self._read_tuples(
-                    name, cursors.get(name, 0), remaining, reducer, confirmed)
-            else:
-                seen[name] = str(versions[name])
-                read, cursors[name], exhausted = self._read(
-                    name, cursors.get(name, 0), remaining, reducer, confirmed)
+            read, cursors[name], exhausted = self._read_tuples(
+                name, cursors.get(name, 0), remaining, reducer, keys)
             remaining -= read
-            read_total += read
+            outcome.tuples_read += read
             if exhausted:
                 completed.add(name)
-        rows, tuples = (0, read_total) if by_tuples else (read_total, 0)
-        record = msgspec.structs.replace(
-            record, confirmed=sorted(confirmed), cursors=cursors, versions=seen,
-            snapshots=snapshots, completed=sorted(completed),
-            rows_read=record.rows_read + rows, tuples_read=record.tuples_read + tuples,
-            slices=record.slices + 1, unrecognised=record.unrecognised + reducer.unrecognised)
-        if versions.keys() <= completed:
-            self._swap(state, record, versions, now)
-            return TickOutcome(rows_read=rows, tuples_read=tuples, swapped=True)
-        self.state.save(msgspec.structs.replace(state, revalidation=record))
-        self.emit("capture.revalidation_slice", unit=record.unit, rows_read=rows,
-                  tuples_read=tuples, budget=budget, partitions_done=len(completed),
-                  partitions_total=len(versions), confirmed=len(confirmed))
-        return TickOutcome(rows_read=rows, tuples_read=tuples, revalidating=True)
+        record = msgspec.structs.replace(record, cursors=cursors, completed=sorted(completed))
+        return record, record.versions.keys() <= completed
 
-    def _swap(self, state: SidecarState, record: Revalidation,
-              versions: Mapping[str, PartitionVersion], now: float) -> None:
-        cursors = record.snapshots if record.unit == "tuples" else record.cursors
-        marks = {name: PartitionMark(version=record.versions[name], cursor=cursors.get(name, 0))
-                 for name in versions}
+    def _swap(self, state: SidecarState, record: Revalidation, now: float
+              ) -> dict[str, PartitionMark]:
+        """Swap the pass's keys in as the inventory; returns the new partition marks."""
+        # Every row the noted versions count lies at or before the noted head; a
+        # partition that appeared during the pass has no mark, so the next
+        # ordinary tick reads it from its beginning.
+        marks = {name: PartitionMark(version=version, cursor=record.head or 0)
+                 for name, version in record.versions.items()}
         self.state.save(msgspec.structs.replace(
             state, repos=record.confirmed, partitions=marks,
-            policy_fingerprint=record.fingerprint, derived_at=now, revalidation=None))
+            policy_fingerprint=record.fingerprint, store_instance=record.store_instance,
+            derived_at=now, revalidation=None))
         before, after = set(state.repos), set(record.confirmed)
         self.emit("capture.revalidation_completed", unit=record.unit,
-                  rows_read=record.rows_read, tuples_read=record.tuples_read,
-                  confirmed=len(after), retired=len(before - after),
-                  admitted=len(after - before), slices=record.slices,
-                  unrecognised=record.unrecognised)
+                  positions_read=record.positions_read, rows_read=record.rows_read,
+                  tuples_read=record.tuples_read, confirmed=len(after),
+                  retired=len(before - after), admitted=len(after - before),
+                  slices=record.slices, unrecognised=record.unrecognised)
+        return marks
 
-    def _read(self, partition: str, cursor: int, limit: int, reducer: KeyReducer,
-              keys: set[str]) -> tuple[int, int, bool]:
-        """Stream up to ``limit`` rows after ``cursor`` into ``keys``.
+    def _read(self, partition: str, cursor: int, until: int, reducer: KeyReducer,
+              keys: set[str]) -> int:
+        """Stream ``partition``'s permitted rows in ``(cursor, until]`` into ``keys``.
 
         Rows are taken from the stream a small chunk at a time and each chunk is
         reduced to its distinct remotes at once (consecutive rows of a session
-        share one), so the per-row work stays in C. Returns (rows read, last
-        position read, whether the partition ended).
+        share one), so the per-row work stays in C. Returns the rows read.
         """
-        rows = self.seam.read_rows_since_sync(partition, cursor, _COLUMNS)
+        if until <= cursor:
+            return 0
+        rows = self.seam.read_rows_since_sync(partition, cursor, _COLUMNS, until=until)
         count = 0
         try:
-            while count < limit:
-                chunk = list(islice(rows, min(CHUNK_ROWS, limit - count)))
-                if not chunk:
-                    return count, cursor, True
+            while chunk := list(islice(rows, CHUNK_ROWS)):
                 count += len(chunk)
-                cursor = chunk[-1][0]
                 for remote, seen in Counter(map(_remote, chunk)).items():
                     if remote:
                         key = reducer.key(remote, seen)
@@ -384,9 +477,8 @@ class Sidecar:
         finally:
             close = getattr(rows, "close", None)
             if close is not None:
-                close()  # release the read transaction when the budget stops early
-        return count, cursor, False
-
+                close()  # release the read transaction if reducing failed part way
+        return count
 
     def _read_tuples(self, partition: str, cursor: int, limit: int, reducer: KeyReducer,
                      keys: set[str]) -> tuple[int, int, bool]:
@@ -413,9 +505,27 @@ class Sidecar:
         return count, cursor, True
 
 
+def derivation_ahead(state: SidecarState, now: float) -> bool:
+    """The last derivation is stamped further in the future than a clock may drift."""
+    return state.derived_at is not None and ahead(state.derived_at, now)
+
+
 def _regressed(current: PartitionVersion | None, tracked: str) -> bool:
     return current is None or not current.grew_from(PartitionVersion.parse(tracked))
 
 
 def _needs_reading(mark: PartitionMark | None, version: PartitionVersion) -> bool:
     return mark is None or not mark.caught_up or mark.version != str(version)
+
+
+def _rows_after(mark: PartitionMark | None, version: PartitionVersion) -> int:
+    """At most how many rows ``version`` holds after ``mark``'s cursor (no row read).
+
+    A caught-up mark's version counts every row at or before its cursor, so a
+    growth from it adds the only rows after; otherwise any row may be.
+    """
+    if mark is not None and mark.caught_up:
+        tracked = PartitionVersion.parse(mark.version)
+        if version.grew_from(tracked):
+            return version.row_count - tracked.row_count
+    return version.row_count

@@ -37,10 +37,12 @@ T = TypeVar("T", bound=msgspec.Struct)
 class PartitionMark(msgspec.Struct, kw_only=True):
     """How far the inventory has read one partition.
 
-    ``version`` is the partition's ``epoch:rowCount`` when the read that reached
-    ``cursor`` started; every row at or before ``cursor`` existed then, so a later
-    version that did not grow from it means evidence the inventory rests on may
-    be gone. ``caught_up`` is false while a budget stopped the read short.
+    ``version`` is the partition's ``epoch:rowCount`` read before ``cursor`` was
+    chosen; every row it counts lies at or before ``cursor`` once the read is
+    ``caught_up``, so a later version that did not grow from it means evidence
+    the inventory rests on may be gone, and one that grew by ``n`` rows has at
+    most ``n`` rows after ``cursor``. ``caught_up`` is false while a budget
+    stopped the read short.
     """
 
     version: str
@@ -51,25 +53,34 @@ class PartitionMark(msgspec.Struct, kw_only=True):
 class Revalidation(msgspec.Struct, kw_only=True):
     """A revalidation pass under way; cleared by the swap that completes it.
 
+    When the pass starts it notes every partition's ``versions`` and then the
+    store's ``head`` position (in that order: every row a version counts lies at
+    or before ``head``) and the ``store_instance`` it reads. It reads what lies
+    at or before ``head``; the rows appended after are the next ordinary ticks'.
     ``confirmed`` holds the keys re-derived so far (what capture may use until
-    the swap), ``versions`` each partition's version when the pass last read it
-    (first read it, for a pass by tuples), ``completed`` the partitions read to
-    their end. ``unit`` is what the pass reads: ``rows`` (``cursors`` are the
-    last row position read) or ``tuples`` (``cursors`` are the last tuple id
-    read, and ``snapshots`` the store's head position when each partition was
-    first read: rows after it are read by the ordinary ticks after the swap).
+    the swap). ``unit`` is what the pass reads: ``rows`` (every partition's rows
+    up to ``position``, one window of positions a tick) or ``tuples``
+    (``cursors`` are the last tuple id read per partition, ``completed`` the
+    partitions read to their end). ``positions_read`` is what a pass by rows
+    charged to its budgets: positions covered, rows withheld included.
+
+    A record without ``head`` was written by a release before these fields:
+    the pass starts over.
     """
 
     fingerprint: str
     trigger: str
     started_at: float
     prior_size: int
-    confirmed: list[str] = msgspec.field(default_factory=list)
-    cursors: dict[str, int] = msgspec.field(default_factory=dict)
+    store_instance: str | None = None
+    head: int | None = None
     versions: dict[str, str] = msgspec.field(default_factory=dict)
-    completed: list[str] = msgspec.field(default_factory=list)
     unit: str = "rows"
-    snapshots: dict[str, int] = msgspec.field(default_factory=dict)
+    position: int = 0
+    cursors: dict[str, int] = msgspec.field(default_factory=dict)
+    completed: list[str] = msgspec.field(default_factory=list)
+    confirmed: list[str] = msgspec.field(default_factory=list)
+    positions_read: int = 0
     rows_read: int = 0
     tuples_read: int = 0
     slices: int = 0
@@ -81,13 +92,16 @@ class SidecarState(msgspec.Struct, kw_only=True):
 
     Times are seconds since the epoch. ``policy_fingerprint`` is the export
     fingerprint ``repos`` was derived under (``None``: never derived, or written
-    before fingerprints existed); ``derived_at`` is when the last derivation
-    completed; ``ignore`` lists keys the user never wants captured.
+    before fingerprints existed); ``store_instance`` the instance id of the store
+    file the partition marks describe (``None``: written before it was kept);
+    ``derived_at`` is when the last derivation completed; ``ignore`` lists keys
+    the user never wants captured.
     """
 
     repos: list[str] = msgspec.field(default_factory=list)
     partitions: dict[str, PartitionMark] = msgspec.field(default_factory=dict)
     policy_fingerprint: str | None = None
+    store_instance: str | None = None
     derived_at: float | None = None
     revalidation: Revalidation | None = None
     ignore: list[str] = msgspec.field(default_factory=list)
@@ -111,10 +125,13 @@ class CaptureState(msgspec.Struct, kw_only=True):
     """Polling state of every captured repository (``capture.json``).
 
     ``backoff_until`` is when GitHub's rate limit lets requests resume.
+    ``store_instance`` is the store the ETags and newest ids were stored into
+    (``None``: written before it was kept; the store in use is then adopted).
     """
 
     repos: dict[str, RepoPoll] = msgspec.field(default_factory=dict)
     backoff_until: float = 0.0
+    store_instance: str | None = None
 
 
 class StateFile(Generic[T]):

@@ -23,11 +23,12 @@ WORKER_ORDER = 30
 
 class CaptureConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """``[plugins.github-capture]``: ``gh`` is the GitHub CLI to run;
-    ``revalidate_by`` is what a revalidation pass reads, ``rows`` (each history
-    row) or ``tuples`` (each distinct directory, source and remote)."""
+    ``revalidate_by`` is what a revalidation pass reads, ``tuples`` (each
+    distinct directory, source and remote; the default) or ``rows`` (each
+    history row)."""
 
     gh: str = "gh"
-    revalidate_by: Literal["rows", "tuples"] = "rows"
+    revalidate_by: Literal["rows", "tuples"] = "tuples"
 
 
 class CaptureWorker:
@@ -98,6 +99,7 @@ class CaptureWorker:
         inventory, ignored = self.sidecar.capture_set()
         captured = self.capturer.step(inventory, ignored=ignored, keep=self.sidecar.known())
         counts = {
+            "positions_read": tick.positions_read,
             "rows_read": tick.rows_read,
             "tuples_read": tick.tuples_read,
             "capturing": len(inventory),

@@ -48,7 +48,7 @@ class Plugin:
 
     @hookimpl
     def hostcore_workers(self, host: Any) -> Any:
-        return CaptureWorker(host, row_budget=self.budget)
+        return CaptureWorker(host, row_budget=self.budget, unit="rows")
 
     @hookimpl
     def hostcore_telemetry_sinks(self, host: Any) -> Any:
@@ -95,9 +95,9 @@ def main() -> int:
     original_read = seam.read_rows_since_sync
     yielded = 0
 
-    def read(partition: Any, cursor: int, columns: Any) -> Any:
+    def read(partition: Any, cursor: int, columns: Any, *, until: int | None = None) -> Any:
         nonlocal yielded
-        for row in original_read(partition, cursor, columns):
+        for row in original_read(partition, cursor, columns, until=until):
             yielded += 1
             if args.kill_after_rows is not None and yielded == args.kill_after_rows:
                 die()

@@ -27,8 +27,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from hostcore.plugin.markers import hookimpl
 from hostcore.evidence.store import EvidenceRow
+from hostcore.plugin.markers import hookimpl
 
 TESTS_DIR = Path(__file__).parent
 _spec = importlib.util.spec_from_file_location(
@@ -85,27 +85,33 @@ def evidence() -> Any:
 
 
 class CountingSeam:
-    """The real seam, counting every row (and tuple) it yields and every read it opens."""
+    """The real seam, counting every row (and tuple) it yields and every read it opens.
+
+    ``windows`` lists each row read's ``(partition, cursor, until)``.
+    """
 
     def __init__(self, seam: Any) -> None:
         self.seam = seam
         self.rows = 0
         self.reads = 0
         self.tuples = 0
+        self.windows: list[tuple[Any, int, int | None]] = []
 
-    def read_tuples_since_sync(self, partition: Any, cursor: int, columns: Any
-                               ) -> Iterator[Any]:
+    def read_tuples_since_sync(self, partition: Any, cursor: int, columns: Any, *,
+                               until: int | None = None) -> Iterator[Any]:
         self.reads += 1
-        for found in self.seam.read_tuples_since_sync(partition, cursor, columns):
+        for found in self.seam.read_tuples_since_sync(partition, cursor, columns, until=until):
             self.tuples += 1
             yield found
 
     def export_policy_fingerprint(self) -> str:
         return self.seam.export_policy_fingerprint()
 
-    def read_rows_since_sync(self, partition: Any, cursor: int, columns: Any) -> Iterator[Any]:
+    def read_rows_since_sync(self, partition: Any, cursor: int, columns: Any, *,
+                             until: int | None = None) -> Iterator[Any]:
         self.reads += 1
-        for row in self.seam.read_rows_since_sync(partition, cursor, columns):
+        self.windows.append((partition, cursor, until))
+        for row in self.seam.read_rows_since_sync(partition, cursor, columns, until=until):
             self.rows += 1
             yield row
 
@@ -314,10 +320,12 @@ class Harness:
 
 @pytest.fixture
 def harness(make_host: Any, collected_events: Any, clock: Clock) -> Any:
-    def make(**options: Any) -> Harness:
+    """``harness(root=None, **worker_options)``: a fresh host (on ``root`` when given,
+    as a restarted process would open it) with the capture plugin."""
+    def make(root: Path | None = None, **options: Any) -> Harness:
         options.setdefault("clock", clock)
         plugin = CapturePlugin(**options)
-        host = make_host(plugin)
+        host = make_host(plugin, root=root)
         return Harness(host, plugin, collected_events)
 
     return make

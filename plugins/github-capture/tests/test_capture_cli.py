@@ -4,15 +4,29 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
+from hostcore_github_capture.state import SIDECAR_FILE, SidecarState, StateFile
+
+from hostcore.evidence.inputs import CLASS_LIST_FILE, ClassList
 
 
 @pytest.fixture
-def cli(tmp_path, register_plugin, capture_plugin, make_host, evidence, hostcore_cli, clock):
-    """Run the CLI on a root holding evidence of five repositories; the plugin reads
-    at most two rows per tick."""
-    root = tmp_path / "cli-root"
-    register_plugin(capture_plugin(row_budget=2, clock=clock))
+def root(tmp_path):
+    return tmp_path / "cli-root"
+
+
+@pytest.fixture
+def options():
+    """The worker's options: passes by rows, two positions a tick."""
+    return {"row_budget": 2, "unit": "rows"}
+
+
+@pytest.fixture
+def cli(root, register_plugin, capture_plugin, make_host, evidence, hostcore_cli, clock,
+        options):
+    """Run the CLI on a root holding evidence of five repositories (six rows)."""
+    register_plugin(capture_plugin(clock=clock, **options))
     host = make_host(root=root)
     evidence(host, "claude", [("/w/a", "claude", f"https://github.com/octo/r{i}")
                               for i in range(5)])
@@ -43,21 +57,23 @@ def test_status_reports_counts_before_anything_was_derived(cli):
 def test_status_shows_a_pass_under_way_as_counts(cli):
     assert cli("run", "--once").exit_code == 0
     report = status(cli)
-    assert report["revalidation"] == {"trigger": "initial", "unit": "rows", "rows_read": 2,
-                                      "tuples_read": 0, "confirmed": 2, "partitions_done": 0,
-                                      "partitions_total": 1, "slices": 1}
+    assert report["revalidation"] == {"trigger": "initial", "unit": "rows",
+                                      "positions_read": 2, "positions_total": 6,
+                                      "rows_read": 2, "tuples_read": 0, "confirmed": 2,
+                                      "partitions_done": 0, "partitions_total": 1,
+                                      "slices": 1}
     assert report["pending"] is True and report["capturing"] == 2
     text = cli("capture", "status")
-    assert "revalidation: 0/1 partitions, 2 rows read, 2 repositories confirmed" in text.stdout
+    assert "revalidation: 2/6 positions, 2 rows read, 2 repositories confirmed" in text.stdout
 
 
 def test_revalidate_runs_slices_with_a_progress_line_each(cli, clock):
     done = cli("capture", "revalidate")
     assert done.exit_code == 0, done.stderr
     progress = [line for line in done.stderr.splitlines() if line.startswith("revalidation:")]
-    assert len(progress) == 6 // 2  # 6 rows, 2 a tick: 3 slices then the completing one
+    assert len(progress) == 6 // 2 - 1  # 6 positions, 2 a tick: the third completes
     assert "octo" not in done.stderr
-    assert "4 slice(s), 6 rows read, 5 repositories" in done.stdout
+    assert "(trigger: initial): 3 slice(s), 6 rows read, 5 repositories" in done.stdout
     clock.advance(10)
     report = status(cli)
     assert report["inventory"] == 5 and report["pending"] is False
@@ -67,8 +83,41 @@ def test_revalidate_runs_slices_with_a_progress_line_each(cli, clock):
 def test_revalidate_starts_a_pass_even_when_no_trigger_is_due(cli):
     cli("capture", "revalidate")
     done = cli("capture", "revalidate", "--json")
-    assert json.loads(done.stdout) == {"ticks": 4, "rows_read": 6, "tuples_read": 0,
-                                       "inventory": 5}
+    assert json.loads(done.stdout) == {"ticks": 3, "trigger": "requested", "rows_read": 6,
+                                       "tuples_read": 0, "inventory": 5}
+
+
+def test_revalidate_labels_the_pass_with_the_trigger_that_was_due(cli, root):
+    cli("capture", "revalidate")
+    ClassList(root / CLASS_LIST_FILE).set("/elsewhere", "local-only")  # a policy change
+    done = cli("capture", "revalidate", "--json")
+    assert done.exit_code == 0, done.stderr
+    assert json.loads(done.stdout)["trigger"] == "fingerprint"
+    assert all(line.endswith("(trigger: fingerprint)")
+               for line in done.stderr.splitlines() if line.startswith("revalidation:"))
+    assert status(cli)["pending"] is False
+
+
+def test_status_shows_a_derivation_stamped_in_the_future_as_due(cli, root, clock):
+    cli("capture", "revalidate")
+    state = StateFile(root / "plugins" / "github-capture" / SIDECAR_FILE, SidecarState)
+    state.save(msgspec.structs.replace(state.load(), derived_at=clock.now + 30 * 86400))
+    report = status(cli)
+    assert report["last_derivation_age_seconds"] == -30 * 86400
+    assert report["pending"] is True
+    text = cli("capture", "status").stdout
+    assert f"last derivation: stamped {30 * 86400} s in the future" in text
+    assert cli("run", "--once").exit_code == 0
+    assert status(cli)["revalidation"]["trigger"] == "age"
+    cli("capture", "revalidate")
+    assert status(cli)["last_derivation_age_seconds"] == 0
+
+
+@pytest.mark.parametrize("options", [{"row_budget": 2}])
+def test_a_pass_reads_tuples_unless_configured_otherwise(cli):
+    done = cli("capture", "revalidate", "--json")
+    assert json.loads(done.stdout) == {"ticks": 1, "trigger": "initial", "rows_read": 0,
+                                       "tuples_read": 6, "inventory": 5}
 
 
 def test_ignore_adds_and_removes_a_repository(cli):

@@ -78,7 +78,7 @@ def test_sigkill_mid_pass_resumes_and_never_captures_an_unconfirmed_repository(w
     killed = run_child(world, fake_gh, "--kill-after-save", "2")
     assert killed.returncode == -signal.SIGKILL
     record = sidecar(world).revalidation
-    assert record is not None and record.rows_read == 2 * BUDGET
+    assert record is not None and record.positions_read == 2 * BUDGET
     assert set(record.confirmed) <= set(PERMITTED)
     # The first tick captured what its slice had confirmed, and nothing else.
     assert fake_gh.polled_repos()
@@ -87,11 +87,11 @@ def test_sigkill_mid_pass_resumes_and_never_captures_an_unconfirmed_repository(w
     # Killed again while streaming, before this slice persisted anything.
     killed = run_child(world, fake_gh, "--kill-after-rows", "5")
     assert killed.returncode == -signal.SIGKILL
-    assert sidecar(world).revalidation.rows_read == 2 * BUDGET
+    assert sidecar(world).revalidation.positions_read == 2 * BUDGET
 
     finished = summary(run_child(world, fake_gh))
     # The resumed run read only what the persisted slices had not.
-    assert finished["rows_yielded"] == 60 - 2 * BUDGET
+    assert finished["rows_yielded"] == 60 - record.rows_read
     state = sidecar(world)
     assert state.revalidation is None and set(state.repos) == set(PERMITTED)
     assert [e["trigger"] for e in events(world, "capture.revalidation_started")] == \

@@ -20,7 +20,7 @@ def test_no_event_or_log_line_names_a_repository_or_a_path(harness, fake_gh, mak
     for n, name in enumerate(REPOS[:4]):
         fake_gh.repo(f"{OWNER}/{name}", make_events(f"{OWNER}/{name}", 120, first_id=1000 * n))
     fake_gh.unreachable(f"{OWNER}/zzdown")
-    h = harness(row_budget=3, request_budget=4,
+    h = harness(row_budget=3, tuple_budget=3, request_budget=4,
                 runner=GhRunner(env=fake_gh.env, wait=tenacity.wait_none(), attempts=1))
     for directory in DIRECTORIES:
         h.add("claude", [(directory, "claude", f"git@github.com:{OWNER}/{r}.git") for r in REPOS])
@@ -39,7 +39,8 @@ def test_no_event_or_log_line_names_a_repository_or_a_path(harness, fake_gh, mak
     fake_gh.rate_limit(None)
     broken = GhRunner(env={"PATH": "/nonexistent"}, wait=tenacity.wait_none())
     h.worker.capturer.runner = broken
-    h.sidecar.state.save(msgspec.structs.replace(h.state(), derived_at=0.0))
+    # Stamped a month ahead by a wrong clock: due now, and counted.
+    h.sidecar.state.save(msgspec.structs.replace(h.state(), derived_at=clock.now + 30 * 86400))
     for _ in range(3):
         h.host.tick()
         clock.advance(61)
@@ -48,7 +49,7 @@ def test_no_event_or_log_line_names_a_repository_or_a_path(harness, fake_gh, mak
     # The scenario really went through every event and failure path.
     assert {"capture.revalidation_started", "capture.revalidation_slice",
             "capture.revalidation_completed", "capture.inventory_extended",
-            "capture.polled"} <= names
+            "capture.polled", "capture.future_stamps"} <= names
     polls = [e.attributes for e in h.events.named("capture.polled")]
     assert any(p["failed"] for p in polls) and any(p["gone"] for p in polls)
     assert any(p["rate_limited"] for p in polls) and any(p["unavailable"] for p in polls)

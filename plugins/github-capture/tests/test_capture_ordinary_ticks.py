@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import sqlite3
+
+import pytest
+
 REMOTE = "git@github.com:{}.git"
 
 
@@ -92,3 +96,58 @@ def test_an_extension_stops_at_the_row_budget_and_reports_pending(harness):
     assert [o.pending for o in outcomes] == [True, True, False]
     assert len(h.inventory()) == 25
     assert h.sidecar.tick().rows_read == 0
+
+
+def examined(h, windows):
+    """Rows of the store, permitted or not, that the row reads in ``windows`` spanned:
+    what SQLite had to look at, counted straight from the file."""
+    db = sqlite3.connect(f"{h.host.store.path.as_uri()}?mode=ro", uri=True)
+    try:
+        total = 0
+        for partition, cursor, until in windows:
+            total += db.execute(
+                "SELECT COUNT(*) FROM evidence e JOIN partitions p ON p.id = e.part "
+                "WHERE p.name = ? AND e.position > ? AND e.position <= ?",
+                (partition, cursor, until if until is not None else 2**63 - 1)).fetchone()[0]
+        return total
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("unit", ["rows", "tuples"])
+def test_withheld_rows_count_against_the_budget_so_a_tick_examines_at_most_it(harness, unit):
+    h = harness(row_budget=10, tuple_budget=10, unit=unit)
+    h.local_only("/w/secret")
+    h.sidecar.tick()  # the initial derivation of an empty store
+    h.add("claude", rows("/w/secret", "claude", *[f"octo/hidden{i}" for i in range(60)]))
+    h.add("codex", rows("/w/secret", "codex", *[f"octo/hidden{i}" for i in range(20)]))
+    h.add("claude", rows("/w/open", "claude", "octo/one", "octo/two", "octo/three"))
+    ticks = []
+    while True:
+        h.seam.windows.clear()
+        outcome = h.sidecar.tick()
+        ticks.append(outcome)
+        assert examined(h, h.seam.windows) <= 10
+        assert outcome.positions_read <= 10
+        if not outcome.pending:
+            break
+    assert len(ticks) == 9  # 83 positions, 10 a tick
+    assert sum(t.positions_read for t in ticks) == 83
+    assert sum(t.rows_read for t in ticks) == 3
+    assert h.inventory() == {"octo/one", "octo/two", "octo/three"}
+    assert h.sidecar.tick().positions_read == 0
+
+
+def test_a_small_growth_far_behind_other_partitions_is_read_in_one_tick(harness):
+    h = harness(row_budget=10)
+    h.add("claude", rows("/w/a", "claude", "octo/one"))
+    h.sidecar.tick()
+    # Other partitions take a thousand positions; claude grows by two rows after them.
+    h.add("codex", rows("/w/b", "codex", *[f"octo/r{i}" for i in range(1000)]))
+    h.add("github_events", rows("", "github-capture", *[f"octo/e{i}" for i in range(500)]))
+    h.add("claude", rows("/w/a", "claude", "octo/two", "octo/three"))
+    h.seam.windows.clear()
+    h.sidecar.tick()
+    claude = [w for w in h.seam.windows if w[0] == "claude"]
+    assert len(claude) == 1 and examined(h, claude) == 2
+    assert {"octo/two", "octo/three"} <= h.inventory()

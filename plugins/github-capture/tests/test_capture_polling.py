@@ -7,7 +7,11 @@ import msgspec
 import pytest
 import tenacity
 from hostcore_gh.runner import GhRunner
-from hostcore_github_capture.capture import MAX_EVENTS, NOT_FOUND_RETRY_SECONDS
+from hostcore_github_capture.capture import (
+    MAX_BACKOFF_SECONDS,
+    MAX_EVENTS,
+    NOT_FOUND_RETRY_SECONDS,
+)
 
 REMOTE = "git@github.com:{}.git"
 
@@ -168,7 +172,7 @@ def test_capture_during_a_pass_polls_only_confirmed_repositories(
     repos = [f"octo/r{i}" for i in range(6)]
     for n, repo in enumerate(repos):
         fake_gh.repo(repo, make_events(repo, 1, first_id=100 + n))
-    h = capture(*repos, row_budget=2)
+    h = capture(*repos, row_budget=2, tuple_budget=2)
     h.run_pass()
     fake_gh.clear_calls()
     h.local_only("/elsewhere")
@@ -203,7 +207,7 @@ def test_a_repository_awaiting_reconfirmation_keeps_its_etag_for_a_304_afterward
     repos = [f"octo/r{i}" for i in range(4)]
     for n, repo in enumerate(repos):
         fake_gh.repo(repo, make_events(repo, 1, first_id=100 + n))
-    h = capture(*repos, row_budget=2)
+    h = capture(*repos, row_budget=2, tuple_budget=2)
     h.run_pass()
     h.host.tick()
     h.local_only("/elsewhere")
@@ -228,6 +232,9 @@ def test_the_last_request_a_window_allows_is_used_and_then_capture_waits(capture
     h.host.tick()
     assert len(fake_gh.calls()) == 1 and len(stored(h.host)) == 2
     assert polled(h)["rate_limited"] is True
-    clock.advance(3600)
+    clock.advance(MAX_BACKOFF_SECONDS - 1)
     h.host.tick()
-    assert len(fake_gh.calls()) == 1  # the fake's reset time is far ahead
+    assert len(fake_gh.calls()) == 1  # the fake's reset time is years ahead: wait the cap
+    clock.advance(1)
+    h.host.tick()
+    assert len(fake_gh.calls()) == 2

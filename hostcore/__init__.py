@@ -14,8 +14,9 @@ __version__ = "0.2.0"
 # The generation of the hook API (hostcore.plugin.hookspecs). Hooks only ever gain
 # arguments and new hooks are only ever added, so one counter is enough: it goes up
 # by one with each release that adds a hook or an argument, and never goes down.
+# 1: hostcore 0.1. 2: hostcore 0.2, hostcore_published_ref gained `destination`.
 # docs/releasing.md says how it moves; tests/test_packaging_hook_api.py keeps it honest.
-HOOK_API_VERSION = 1
+HOOK_API_VERSION = 2
 
 # name -> module that defines it; resolved on first attribute access (PEP 562).
 _LAZY = {

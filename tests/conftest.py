@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import textwrap
 import uuid
@@ -10,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from hostcore.files import file_lock
 
 
 @dataclass
@@ -81,3 +85,34 @@ BROKEN_PLUGIN = """
 def plugin_sources() -> Callable[[str], str]:
     """Sources of ready-made plugins: ``good`` (a worker named hello) and ``broken``."""
     return {"good": GOOD_PLUGIN, "broken": BROKEN_PLUGIN}.__getitem__
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This tree's offline wheelhouse (``scripts/build-dist``): built once per run.
+
+    ``HOSTCORE_WHEELHOUSE`` names one already built (``scripts/test-wheels`` sets it,
+    so the acceptance tests install the very wheels under test). Otherwise the first
+    xdist worker to ask builds it into the run's shared temporary folder, under a
+    lock, and the others reuse it.
+    """
+    given = os.environ.get("HOSTCORE_WHEELHOUSE")
+    if given:
+        return Path(given)
+    # Under xdist each worker's basetemp sits in one folder per run; without it the
+    # basetemp is that run's own folder (its parent outlives the run).
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    target = shared / "wheelhouse"
+    with file_lock(shared / "wheelhouse.lock"):
+        if not (target / ".built").exists():
+            result = subprocess.run([sys.executable, str(REPO / "scripts" / "build-dist"),
+                                     "--out", str(target)],
+                                    capture_output=True, text=True, timeout=1800)
+            if result.returncode != 0:
+                pytest.fail(f"scripts/build-dist failed:\n{result.stderr[-3000:]}")
+            (target / ".built").write_text("")
+    return target

@@ -1,0 +1,286 @@
+"""A plugin states the hostcore versions it supports; the loader refuses one built for another.
+
+The range is the plugin distribution's dependency on ``hostcore`` (its
+``Requires-Dist``). The loader checks it before importing the plugin and reports a
+plugin whose range excludes the running host with both versions named, instead of
+letting it fail later in a confusing way; ``HOSTCORE_STRICT_PLUGINS=1`` makes that
+fatal. The first tests build real plugin packages with hatchling and install them
+with pip; the rest use hand-made ``.dist-info`` folders for the finer cases.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import site
+import subprocess
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+import importlib_metadata
+import pytest
+
+from hostcore import Host, __version__
+from hostcore.errors import PluginLoadError
+from hostcore.plugin.loader import host_range_check
+
+MAJOR, MINOR = (int(part) for part in __version__.split(".")[:2])
+# A range for a host one minor ahead: excludes the running host whatever its version.
+FUTURE_RANGE = f">={MAJOR}.{MINOR + 1},<{MAJOR}.{MINOR + 2}"
+CURRENT_RANGE = f">={MAJOR}.{MINOR},<{MAJOR}.{MINOR + 1}"
+
+# If the loader imported a refused plugin, this error would be reported instead.
+MUST_NOT_IMPORT = 'raise ImportError("the loader imported a plugin it should have refused")\n'
+
+WORKER_PLUGIN = '''
+from hostcore import hookimpl
+from hostcore.plugin.registration import WorkerResult
+
+
+class Hello:
+    name = "hello-{suffix}"
+
+    def run(self, host):
+        return WorkerResult(counts={{"greeted": 1}})
+
+
+@hookimpl
+def hostcore_workers(host):
+    return Hello()
+'''
+
+
+def write_project(folder: Path, dist: str, requirement: str, plugin: str) -> Path:
+    package = dist.replace("-", "_")
+    (folder / package).mkdir(parents=True)
+    (folder / package / "__init__.py").write_text("")
+    (folder / package / "plugin.py").write_text(plugin)
+    (folder / "pyproject.toml").write_text(textwrap.dedent(f"""\
+        [build-system]
+        requires = ["hatchling>=1.27"]
+        build-backend = "hatchling.build"
+
+        [project]
+        name = "{dist}"
+        version = "1.0.0"
+        dependencies = ["{requirement}"]
+
+        [project.entry-points.hostcore]
+        {dist} = "{package}.plugin"
+
+        [tool.hatch.build.targets.wheel]
+        packages = ["{package}"]
+        """))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv seeing this environment's hostcore, with two plugins built and installed.
+
+    ``acme-future`` states a range for the next hostcore minor; ``acme-current`` the
+    running host's minor. Both are built into wheels by hatchling and installed by pip.
+    """
+    work = tmp_path_factory.mktemp("host-range")
+    folder = work / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True,
+                   timeout=120)
+    python = folder / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True, capture_output=True, text=True).stdout.strip()
+    outer = [p for p in site.getsitepackages() if Path(p).is_dir()]
+    (Path(purelib) / "_outer_environment.pth").write_text(
+        "import site; " + "; ".join(f"site.addsitedir({p!r})" for p in outer) + "\n")
+    projects = [
+        write_project(work / "future", "acme-future", f"hostcore{FUTURE_RANGE}", MUST_NOT_IMPORT),
+        write_project(work / "current", "acme-current", f"hostcore{CURRENT_RANGE}",
+                      WORKER_PLUGIN.format(suffix="current")),
+    ]
+    wheels = work / "wheels"
+    for project in projects:
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                        "--no-build-isolation", "--disable-pip-version-check", "-w",
+                        str(wheels), str(project)],
+                       check=True, capture_output=True, timeout=300)
+    # --no-deps: pip would rightly refuse acme-future's range; the point is what the
+    # loader does when such a plugin is installed anyway (say, by an older pip or a copy).
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q",
+                    "--no-deps", "--no-index", "--disable-pip-version-check",
+                    *map(str, sorted(wheels.glob("*.whl")))],
+                   check=True, capture_output=True, timeout=300)
+    return folder
+
+
+def hostcore(venv: Path, root: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("HOSTCORE_")}
+    return subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "hostcore", "--root", str(root), *args],
+        env={**clean, "HOSTCORE_LOAD_PLUGINS": "acme-future,acme-current", **env},
+        capture_output=True, text=True, timeout=120)
+
+
+def test_a_plugin_built_for_another_host_version_is_listed_failed_naming_both(venv, tmp_path):
+    result = hostcore(venv, tmp_path, "plugins", "--json")
+    assert result.returncode == 0, result.stderr
+    infos = {i["name"]: i for i in json.loads(result.stdout)}
+    refused = infos["acme-future"]
+    assert refused["status"] == "failed"
+    assert refused["error"] == (
+        f"PluginLoadError: built for hostcore {FUTURE_RANGE}; this is {__version__}")
+    assert refused["requires_hostcore"] == FUTURE_RANGE
+    assert refused["traceback"] is None
+    fitting = infos["acme-current"]
+    assert (fitting["status"], fitting["requires_hostcore"]) == ("loaded", CURRENT_RANGE)
+
+
+def test_the_host_runs_without_the_refused_plugin(venv, tmp_path):
+    result = hostcore(venv, tmp_path, "run", "--once", "--json")
+    assert result.returncode == 0, result.stderr
+    assert f"built for hostcore {FUTURE_RANGE}; this is {__version__}" in result.stderr
+    steps = {s["name"]: s for s in json.loads(result.stdout.splitlines()[-1])["steps"]}
+    assert steps["hello-current"]["ok"]
+
+
+def test_strict_mode_makes_the_refusal_fatal(venv, tmp_path):
+    result = hostcore(venv, tmp_path, "run", "--once", HOSTCORE_STRICT_PLUGINS="1")
+    assert result.returncode == 1
+    assert "'acme-future'" in result.stderr
+    assert f"built for hostcore {FUTURE_RANGE}; this is {__version__}" in result.stderr
+    assert "should have refused" not in result.stderr
+
+
+# -- the finer cases, on hand-made distributions ---------------------------------------
+
+
+@pytest.fixture
+def dist_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Install hand-made distributions whose METADATA carries the given Requires-Dist lines."""
+    folder = tmp_path / "site"
+    folder.mkdir()
+    monkeypatch.syspath_prepend(str(folder))
+    modules: list[str] = []
+
+    def add(dist: str, requires: list[str], source: str = "", entry_points: int = 1) -> str:
+        """Install ``dist``; entry points ``dist``, ``dist-1``, ...; the first one's module."""
+        eps = []
+        for n in range(entry_points):
+            module = f"range_{dist.replace('-', '_')}_{uuid.uuid4().hex[:8]}"
+            (folder / f"{module}.py").write_text(source)
+            modules.append(module)
+            eps.append(f"{dist}{'-' + str(n) if n else ''} = {module}\n")
+        info = folder / f"{dist.replace('-', '_')}-1.0.dist-info"
+        info.mkdir()
+        lines = "".join(f"Requires-Dist: {r}\n" for r in requires)
+        (info / "METADATA").write_text(
+            f"Metadata-Version: 2.4\nName: {dist}\nVersion: 1.0\n{lines}\n"
+            "A long description that no header scan should read.\nName: not-a-header\n")
+        (info / "entry_points.txt").write_text("[hostcore]\n" + "".join(eps))
+        return modules[-entry_points]
+
+    yield add
+    for module in modules:
+        sys.modules.pop(module, None)
+
+
+def build(tmp_path: Path, names: str, **env: str) -> Host:
+    return Host(root=tmp_path / "root", load_entrypoints=True,
+                env={"HOSTCORE_LOAD_PLUGINS": names, **env})
+
+
+def test_a_refused_plugin_is_never_imported(tmp_path, dist_site):
+    module = dist_site("acme-old", ["hostcore>=0.0.1,<0.0.2"], MUST_NOT_IMPORT)
+    info = build(tmp_path, "acme-old").plugins.infos["acme-old"]
+    assert info.status == "failed"
+    assert info.error == (
+        f"PluginLoadError: built for hostcore >=0.0.1,<0.0.2; this is {__version__}")
+    assert module not in sys.modules
+
+
+def test_strict_mode_raises_naming_the_plugin_and_both_versions(tmp_path, dist_site):
+    dist_site("acme-old", ["hostcore<0.0.2,>=0.0.1"], MUST_NOT_IMPORT)
+    with pytest.raises(PluginLoadError) as caught:
+        build(tmp_path, "acme-old", HOSTCORE_STRICT_PLUGINS="1")
+    message = str(caught.value)
+    assert "'acme-old' (acme-old 1.0)" in message
+    # Lower bound first, however the metadata stored the clauses.
+    assert f"built for hostcore >=0.0.1,<0.0.2; this is {__version__}" in message
+
+
+@pytest.mark.parametrize(("requires", "stated"), [
+    ([f"hostcore{CURRENT_RANGE}"], CURRENT_RANGE),
+    ([], None),
+    (["msgspec>=0.18"], None),
+    # Only for an extra, or under a marker false here: states nothing for this install.
+    (['hostcore<0.0.1; extra == "test"'], None),
+    (['hostcore<0.0.1; python_version < "3"'], None),
+    # Cannot be parsed: loaded rather than refused on doubt.
+    (["hostcore>=>0.2"], None),
+])
+def test_a_plugin_whose_range_admits_the_host_or_states_none_loads(tmp_path, dist_site,
+                                                                   requires, stated):
+    dist_site("acme-fits", requires, "VALUE = 1\n")
+    info = build(tmp_path, "acme-fits").plugins.infos["acme-fits"]
+    assert (info.status, info.error, info.requires_hostcore) == ("loaded", None, stated)
+
+
+def test_a_blocked_plugin_is_not_checked(tmp_path, dist_site):
+    dist_site("acme-old", ["hostcore<0.0.2"], MUST_NOT_IMPORT)
+    info = build(tmp_path, "").plugins.infos["acme-old"]
+    assert (info.status, info.error, info.requires_hostcore) == ("blocked", None, None)
+
+
+def test_metadata_is_read_once_per_distribution_without_the_email_parser(
+        tmp_path, dist_site, monkeypatch):
+    dist_site("acme-twice", [f"hostcore{CURRENT_RANGE}"], "VALUE = 1\n", entry_points=2)
+    reads: list[str] = []
+    parsed: list[str] = []
+    real_read = importlib_metadata.PathDistribution.read_text
+    real_metadata = importlib_metadata.Distribution.metadata
+
+    def counting_read(self, filename):
+        if filename in ("METADATA", "PKG-INFO") and "acme_twice" in str(self._path):
+            reads.append(filename)
+        return real_read(self, filename)
+
+    def counting_metadata(self):
+        parsed.append(str(getattr(self, "_path", "")))
+        return real_metadata.fget(self)
+
+    monkeypatch.setattr(importlib_metadata.PathDistribution, "read_text", counting_read)
+    monkeypatch.setattr(importlib_metadata.Distribution, "metadata",
+                        property(counting_metadata))
+    infos = build(tmp_path, "acme-twice").plugins.infos
+    assert {infos[n].status for n in ("acme-twice", "acme-twice-1")} == {"loaded"}
+    assert reads == ["METADATA"]
+    assert parsed == []
+
+
+def test_the_range_check_costs_nothing_when_no_plugin_is_loaded(tmp_path):
+    script = (
+        "import sys\n"
+        "from hostcore import Host\n"
+        f"Host(root={str(tmp_path / 'root')!r}, env={{'HOSTCORE_LOAD_PLUGINS': ''}})\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'packaging'))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
+                         text=True, timeout=120)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(("requires", "host", "expected"), [
+    (["hostcore>=0.2,<0.3"], "0.4.0", (">=0.2,<0.3", "built for hostcore >=0.2,<0.3; "
+                                                     "this is 0.4.0")),
+    (["hostcore<0.3,>=0.2"], "0.2.7", (">=0.2,<0.3", None)),
+    # A development build of the host loads the plugins it is developed with.
+    (["hostcore>=0.2,<0.3"], "0.2.1.dev3", (">=0.2,<0.3", None)),
+    (["HostCore (>=0.2)"], "0.1.0", (">=0.2", "built for hostcore >=0.2; this is 0.1.0")),
+    # Two requirements on hostcore both apply.
+    (["hostcore>=0.2", 'hostcore!=0.2.3; python_version >= "3"'], "0.2.3",
+     (">=0.2,!=0.2.3", "built for hostcore >=0.2,!=0.2.3; this is 0.2.3")),
+    (["hostcore-gh>=0.2,<0.3"], "0.4.0", (None, None)),
+])
+def test_host_range_check(requires, host, expected):
+    assert host_range_check(requires, host) == expected

@@ -470,19 +470,15 @@ class Poller:
 
     def _move(self, provider: Any, ref: str, closure: Closure, now: str,
               summary: PollSummary) -> None:
-        """``ref`` now lives at ``closure.moved_to``: seed that record (when the
-        provider owns it and it has none) with this one's sections, so the item is not
-        announced again there; then the close path stamps this one ``moved``."""
+        """``ref`` now lives at ``closure.moved_to``. When the provider owns that ref,
+        its record first takes every section of this one it lacks (``poll`` too, so
+        the item is not announced again there; a session stays with its item); then
+        the close path stamps this one ``moved``."""
         new = closure.moved_to
         if _owns(provider, new):
-            record = self.ledger.read(ref)
-            if record is not None and record.ended is None:
-                seeded = msgspec.structs.replace(record, ref=new)
-
-                def seed(current: PortableRecord) -> PortableRecord | None:
-                    return None if current.sections or current.extra else seeded
-
-                self.ledger.update(new, seed)
+            old = self.ledger.read(ref)
+            if old is not None and old.ended is None:
+                self.ledger.update(new, lambda current: _taking_missing(current, old))
         self._close(provider, ref, closure, now)
         self.state.forget(ref)
         summary.moved += 1
@@ -708,6 +704,14 @@ def _proof(listing: Listing) -> Proof:
         elif scope.status == "interrupted" and scope.changed_since:
             proof[scope.scope] = scope.changed_since
     return proof
+
+
+def _taking_missing(current: PortableRecord, old: PortableRecord) -> PortableRecord | None:
+    """``current`` with the sections of ``old`` it lacks (``None``: it lacks none)."""
+    names = ("poll", "session", "control", "graph", "collaborators")
+    taken = {name: getattr(old, name) for name in names
+             if getattr(current, name) is None and getattr(old, name) is not None}
+    return msgspec.structs.replace(current, **taken) if taken else None
 
 
 def _configured(provider: Any) -> bool:

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -55,7 +56,7 @@ import msgspec
 from hostcore.errors import ConfigError
 from hostcore.files import atomic_write
 from hostcore.timestamps import format_utc, is_future, parse_exact, utc_now
-from hostcore.workitems.budget import current
+from hostcore.workitems.budget import CycleBudget, current
 from hostcore.workitems.items import (
     Closure,
     Listing,
@@ -137,6 +138,8 @@ class GhProvider:
     """Work items of ``config.repos`` carrying any of ``config.labels`` (all open
     items when no label is configured), asked through ``runner``.
 
+    :param max_pages: the page budget per label per repository.
+    :param question_deadline: seconds one request may take (tests inject short ones).
     :param state_dir: where the rate-limit wait is kept (``None``: in memory only).
     :param clock: the current time (UTC), for rate-limit waits.
     """
@@ -144,12 +147,15 @@ class GhProvider:
     name = "gh"
 
     def __init__(self, config: GhConfig, runner: GhRunner, *,
-                 max_pages: int = LISTING_MAX_PAGES, state_dir: Path | None = None,
+                 max_pages: int = LISTING_MAX_PAGES,
+                 question_deadline: float = QUESTION_DEADLINE_SECONDS,
+                 state_dir: Path | None = None,
                  clock: Callable[[], datetime] = utc_now) -> None:
         self.scopes = sorted({parse_scope(repo) for repo in config.repos})
         self.labels = sorted(set(config.labels))
         self.runner = runner
         self.max_pages = max_pages
+        self.question_deadline = question_deadline
         self.state_dir = state_dir
         self.clock = clock
         self._wait_until: datetime | None = None
@@ -269,7 +275,7 @@ class GhProvider:
         try:
             response = self.runner.api(
                 path, params=params,
-                deadline=budget.deadline_for(QUESTION_DEADLINE_SECONDS) if budget else None,
+                deadline=self._deadline(budget),
                 cancel=budget.stop if budget else None)
         except GhCancelled:
             raise _ScopeStop("interrupted", f"listing {scope} stopped: a stop was requested",
@@ -286,6 +292,13 @@ class GhProvider:
             raise _ScopeStop("degraded", f"GitHub rate limit reached for {scope}; nothing is "
                                          f"asked until {until}", reset_at=until)
         return response
+
+    def _deadline(self, budget: CycleBudget | None) -> float:
+        """When one request must be over: :attr:`question_deadline` from now, or the
+        end of the poll cycle's budget when that comes first."""
+        if budget is None:
+            return time.monotonic() + self.question_deadline
+        return budget.deadline_for(self.question_deadline)
 
     @staticmethod
     def _item(scope: str, issue: dict[str, Any]) -> WorkItem:
@@ -396,7 +409,7 @@ class GhProvider:
         budget = current()
         try:
             response = self.runner.api(
-                path, deadline=budget.deadline_for(QUESTION_DEADLINE_SECONDS) if budget else None,
+                path, deadline=self._deadline(budget),
                 cancel=budget.stop if budget else None)
         except (GhTransportError, GhCancelled) as exc:
             # No answer (in time): asking this scope again this cycle would cost as much.
@@ -483,7 +496,7 @@ class _ScopeStop(Exception):
         self.marker = marker
 
 
-def _why_spent(budget: Any) -> str:
+def _why_spent(budget: CycleBudget) -> str:
     return ("a stop was requested" if budget.stopped()
             else "the poll cycle's time budget was spent")
 

@@ -12,7 +12,8 @@ reply repeats. A request no route matches gets a 404.
 gh 2.23 sends requests for ``GH_HOST=github.localhost`` to
 ``http://api.github.localhost/`` and honours ``HTTP_PROXY``, so pointing the proxy
 at the server makes it GitHub's API. ``GH_CONFIG_DIR`` is an empty folder, so no
-real credential is ever read.
+real credential is ever read. It knows the faults real deployments meet: a failing
+repository, a hang, a ``301`` redirect, a secondary rate limit.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ _SCRIPT = r'''#!__PYTHON__
 import json, os, sys
 from urllib.parse import parse_qsl, urlsplit
 
+import time
 state = os.environ["FAKE_GH_DIR"]
 args = sys.argv[1:]
 if args == ["--version"]:
@@ -81,6 +83,9 @@ else:
 with open(calls_path, "a") as f:
     f.write(json.dumps({"argv": args, "method": method, "path": parts.path.lstrip("/"),
                         "query": query, "headers": headers, "route": best}) + "\n")
+if reply.get("sleep"):
+    sys.stdout.flush()
+    time.sleep(reply["sleep"])  # a hung GitHub: the runner's deadline must end this
 if reply.get("raw") is not None:
     sys.stdout.write(reply["raw"])
 else:
@@ -108,12 +113,14 @@ def reply(
     exit: int | None = None,
     stderr: str | None = None,
     raw: str | None = None,
+    sleep: float | None = None,
 ) -> dict[str, Any]:
     """One canned answer. ``raw`` replaces the whole stdout (no status line printed);
-    ``exit`` overrides gh's exit rule (1 for a status of 300 or more)."""
+    ``exit`` overrides gh's exit rule (1 for a status of 300 or more); ``sleep`` makes
+    gh hang that many seconds before answering."""
     text = body if body is not None else json.dumps(json_body if json_body is not None else {})
     return {"status": status, "headers": dict(headers or {}), "body": text,
-            "exit": exit, "stderr": stderr, "raw": raw}
+            "exit": exit, "stderr": stderr, "raw": raw, "sleep": sleep}
 
 
 class FakeGh:
@@ -162,11 +169,28 @@ def fake_gh(tmp_path: Path) -> FakeGh:
     return FakeGh(tmp_path / "fake-gh")
 
 
+# What GitHub says when a secondary rate limit is hit (no Retry-After, no remaining=0).
+SECONDARY_RATE_LIMIT = ("You have exceeded a secondary rate limit. Please wait a few minutes "
+                        "before you try again.")
+API_HOST = "http://api.github.localhost"
+
+
 class FakeGitHub:
-    """A plain-HTTP stand-in for api.github.com, with canned replies per path."""
+    """A plain-HTTP stand-in for api.github.com, with canned replies per path.
+
+    Replies are looked up by the path with its query (in gh's order), then the path
+    alone, then the longest matching prefix (:meth:`fail_repo`, :meth:`hang`). The
+    faults real deployments meet: a status for every path of one repository
+    (:meth:`fail_repo`), an answer that never comes (:meth:`hang`), a ``301`` to
+    another place (:meth:`redirect`), and a secondary rate limit
+    (:meth:`secondary_rate_limit`).
+    """
 
     def __init__(self) -> None:
         self.routes: dict[str, list[tuple[int, dict[str, str], Any]]] = {}
+        self.prefixes: dict[str, tuple[int, dict[str, str], Any]] = {}
+        self.hung: set[str] = set()
+        self.released = threading.Event()
         self.config_dir = Path()
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
@@ -177,8 +201,35 @@ class FakeGitHub:
 
     def route(self, path: str, status: int = 200, body: Any = None,
               headers: Mapping[str, str] | None = None) -> None:
-        """Answer ``path`` (with its query string, in gh's order) with one more reply."""
+        """Answer ``path`` (with its query string, in gh's order) with one more reply;
+        ``body`` is sent as JSON, or as it is when it is ``bytes``."""
         self.routes.setdefault(path, []).append((status, dict(headers or {}), body))
+
+    def fail_repo(self, repo: str, status: int, message: str = "") -> None:
+        """Answer every request about ``repo`` (``owner/name``) with ``status``."""
+        text = message or {404: "Not Found", 500: "Server Error"}.get(status, "Failed")
+        self.prefixes[f"/repos/{repo}"] = (status, {}, {"message": text})
+
+    def hang(self, prefix: str = "/") -> None:
+        """Never answer a request whose path starts with ``prefix`` (until teardown)."""
+        self.hung.add(prefix)
+
+    def redirect(self, path: str, to: str) -> None:
+        """Answer ``path`` with ``301 Moved Permanently`` to ``to`` (a path), as GitHub
+        does for a renamed repository or a transferred issue; gh follows it."""
+        self.route(path, 301, {"message": "Moved Permanently", "url": f"{API_HOST}{to}"},
+                   {"Location": f"{API_HOST}{to}"})
+
+    def secondary_rate_limit(self, path: str) -> None:
+        """Answer ``path`` with GitHub's secondary rate limit: a 403 with neither
+        ``Retry-After`` nor ``X-RateLimit-Remaining: 0``."""
+        self.route(path, 403, {"message": SECONDARY_RATE_LIMIT,
+                               "documentation_url": "https://docs.github.com/rest"})
+
+    def paths(self) -> list[str]:
+        """The paths requested so far, in order."""
+        with self._lock:
+            return [r["path"] for r in self.requests]
 
     def env(self) -> dict[str, str]:
         """The environment for the real gh: this server as github.localhost's API."""
@@ -196,6 +247,18 @@ class FakeGitHub:
             "no_proxy": "",
         }
 
+    def _reply(self, path: str, key: str) -> tuple[int, dict[str, str], Any] | None:
+        """The reply for a request, or ``None`` when it hangs. Called under the lock."""
+        if any(path.startswith(prefix) for prefix in self.hung):
+            return None
+        replies = self.routes.get(key) or self.routes.get(path)
+        if replies:
+            return replies[0] if len(replies) == 1 else replies.pop(0)
+        for prefix in sorted(self.prefixes, key=len, reverse=True):
+            if path == prefix or path.startswith(f"{prefix}/"):
+                return self.prefixes[prefix]
+        return 404, {}, {"message": "Not Found"}
+
     def _handler(self) -> type[http.server.BaseHTTPRequestHandler]:
         fake = self
 
@@ -207,13 +270,13 @@ class FakeGitHub:
                     fake.requests.append({"host": self.headers.get("Host"), "path": parts.path,
                                           "query": dict(parse_qsl(parts.query)),
                                           "authorization": self.headers.get("Authorization")})
-                    replies = fake.routes.get(key) or fake.routes.get(parts.path)
-                    if replies:
-                        status, headers, body = replies[0] if len(replies) == 1 \
-                            else replies.pop(0)
-                    else:
-                        status, headers, body = 404, {}, {"message": "Not Found"}
-                data = json.dumps(body).encode()
+                    found = fake._reply(parts.path, key)
+                if found is None:
+                    fake.released.wait(120)
+                    self.close_connection = True
+                    return
+                status, headers, body = found
+                data = body if isinstance(body, bytes) else json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json; charset=utf-8")
                 self.send_header("Content-Length", str(len(data)))
@@ -237,5 +300,6 @@ def fake_github(tmp_path: Path) -> Iterator[FakeGitHub]:
     try:
         yield server
     finally:
+        server.released.set()  # let hung requests end, so the server can stop
         server.server.shutdown()
         server.server.server_close()

@@ -298,15 +298,17 @@ def list_files(folder: Path, patterns: Iterable[str], counts: ReadCounts, *,
     base = str(folder)
     inside = os.path.realpath(base)
     found: dict[str, Path] = {}
+    outside: set[str] = set()  # counted once, however many patterns reach them
     for pattern in patterns:
         parts = [p for p in pattern.split("/") if p]
-        for name, path in _walk(base, "", parts, inside, follow_symlinks, counts):
+        for name, path in _walk(base, "", parts, inside, follow_symlinks, outside, counts):
             found[name] = Path(path)
+    counts.outside += len(outside)
     return sorted(found.items())
 
 
 def _walk(folder: str, prefix: str, parts: list[str], inside: str, follow: bool,
-          counts: ReadCounts) -> Iterator[tuple[str, str]]:
+          outside: set[str], counts: ReadCounts) -> Iterator[tuple[str, str]]:
     part, last = parts[0], len(parts) == 1
     try:
         with os.scandir(folder) as entries:
@@ -318,7 +320,7 @@ def _walk(folder: str, prefix: str, parts: list[str], inside: str, follow: bool,
     for entry in matched:
         try:
             if entry.is_symlink() and not follow and not _within(entry.path, inside):
-                counts.outside += 1
+                outside.add(entry.path)
                 continue
             wanted = entry.is_file() if last else entry.is_dir()
         except OSError:
@@ -332,7 +334,8 @@ def _walk(folder: str, prefix: str, parts: list[str], inside: str, follow: bool,
             else:
                 counts.unreadable += 1
         else:
-            yield from _walk(entry.path, f"{name}/", parts[1:], inside, follow, counts)
+            yield from _walk(entry.path, f"{name}/", parts[1:], inside, follow, outside,
+                             counts)
 
 
 def _within(path: str, folder: str) -> bool:

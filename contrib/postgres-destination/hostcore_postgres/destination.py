@@ -229,6 +229,7 @@ class PostgresDestination:
 
     def _copy(self, conn: psycopg.Connection[tuple[Any, ...]], schema: Any,
               batch: ExportBatch, rows: list[ExportRow]) -> None:
+        import psycopg
         from psycopg import sql
 
         statement = sql.SQL("COPY {}.rows ({}) FROM STDIN (FORMAT BINARY)").format(
@@ -237,9 +238,16 @@ class PostgresDestination:
         with conn.cursor() as cursor, cursor.copy(statement) as copy:
             copy.set_types(list(_COPY_TYPES))
             write = copy.write_row
-            for r in rows:
-                write((stream, origin, r.position, r.partition, r.source_id, r.session_id,
-                       r.ts, r.directory, r.git_remote, r.payload, r.key))
+            try:
+                for r in rows:
+                    write((stream, origin, r.position, r.partition, r.source_id,
+                           r.session_id, r.ts, r.directory, r.git_remote, r.payload, r.key))
+            except psycopg.OperationalError:
+                if not conn.broken:
+                    raise
+                # The connection is gone: leaving the block normally lets the copy's
+                # end raise that (psycopg would otherwise log a warning line of its
+                # own while it discards the second error, and a failure is one line).
 
     def _ready_to_read(self, conn: psycopg.Connection[tuple[Any, ...]]) -> bool:
         """False when the schema does not exist yet; raises when it is newer or altered."""

@@ -24,6 +24,7 @@ KINDS = (
     "schema_newer",      # the database was migrated by a newer hostcore-postgres
     "schema_missing",    # no schema (or an older one) and this role may not create it
     "schema_altered",    # a table is not as the schema version defines it
+    "migration_failed",  # a migration failed and was rolled back
     "permission",        # the role lacks a grant docs/postgres.md lists
     "connection_lost",   # the connection broke during an operation
     "bad_row",           # the server refused a value of a row

@@ -105,8 +105,9 @@ class LocalServer:
         self._run("pg_ctl", "-D", str(self.data_dir), "-w", "-m", mode, "stop")
 
     def restart(self) -> None:
-        """Stop (terminating every session at once) and start again."""
-        self.stop("immediate")
+        """Stop (``fast``: every session is terminated, its transaction rolled back)
+        and start again."""
+        self.stop("fast")
         self.start()
 
     def destroy(self) -> None:

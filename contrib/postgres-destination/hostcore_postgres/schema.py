@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, LiteralString, NoReturn
 
-from hostcore_postgres.errors import PostgresDestinationError
+from hostcore_postgres.errors import PostgresDestinationError, server_said
 
 if TYPE_CHECKING:
     import psycopg
@@ -196,6 +196,13 @@ def migrate(conn: psycopg.Connection[tuple[Any, ...]], schema: str,
             "schema_missing", f"the {schema} schema {what} in this database and this role may "
             "not create or migrate it; run `hostcore export` once as the database owner "
             "(see docs/postgres.md)") from None
+    except psycopg.Error as exc:
+        if conn.broken:
+            raise  # the connection, not the migration: reported as a lost connection
+        raise PostgresDestinationError(
+            "migration_failed", f"migrating the {schema} schema from version {found} to "
+            f"{target} failed ({server_said(exc)}); it was rolled back, so the database "
+            f"stays at version {found}") from None
     return found, target
 
 

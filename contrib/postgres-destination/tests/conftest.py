@@ -112,6 +112,14 @@ class Pg:
                               timeout=timeout)
 
 
+    @staticmethod
+    def spawn(root: Path, *args: str, **env: str) -> subprocess.Popen[str]:
+        """Start ``python -m hostcore ARGS`` on ``root`` (output captured as text)."""
+        return subprocess.Popen([sys.executable, "-m", "hostcore", *args],
+                                env=cli_env(root, **env), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
+
 def cli_env(root: Path, **extra: str) -> dict[str, str]:
     """The environment of a real ``hostcore`` process on ``root``: only this plugin,
     and none of the test runner's own ``PG*`` variables."""

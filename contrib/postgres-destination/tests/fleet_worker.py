@@ -1,0 +1,121 @@
+"""A host in a process of its own, for the multi-process tests (not collected by pytest).
+
+    python fleet_worker.py host ROOT DSN ROUNDS
+        Each round: add rows (some in a local-only directory), move this host's
+        context (a policy entry for a directory with no rows), export with small
+        batches. Prints one JSON line: origin, rounds, rows pushed, conflicts.
+
+    python fleet_worker.py export ROOT DSN BATCH_ROWS
+        One export with BATCH_ROWS rows per push (the kill tests SIGKILL it).
+        Prints "pushed" each time a push returns, then {"rows": ...}.
+
+    python fleet_worker.py cas DSN ORIGIN NAME ATTEMPTS
+        Governance only, on an origin several processes share: read the context
+        published, then push a new one expecting what was read. Prints one JSON
+        line per attempt: {"ok": true, "expect": ..., "set": ...} or
+        {"ok": false, "expect": ..., "found": ...}.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import hostcore_postgres.plugin as postgres_plugin
+from hostcore_postgres.destination import PostgresDestination
+
+from hostcore.evidence.store import EvidenceRow
+from hostcore.export.batch import ExportBatch
+from hostcore.export.exporter import Exporter
+from hostcore.export.ref import ABSENT, Conflict, Ref
+from hostcore.host import Host
+
+ROWS_PER_ROUND = 300
+BATCH_ROWS = 128
+PERMITTED, WITHHELD = "/fleet/work", "/fleet/secret"
+
+
+def open_host(root: str, dsn: str) -> Host:
+    return Host(root=root, plugins=[postgres_plugin], load_entrypoints=False, env={},
+                config={"plugins": {"postgres-destination": {"dsn": dsn}}})
+
+
+def host(root: str, dsn: str, rounds: int) -> None:
+    Path(root).mkdir(parents=True, exist_ok=True)
+    with open_host(root, dsn) as h:
+        h.policy.input("class-list").set(WITHHELD, "local-only")
+        pushed = conflicts = 0
+        for number in range(rounds):
+            h.store.append(
+                EvidenceRow(partition="sessions", source_id="claude",
+                            directory=WITHHELD if i % 5 == 0 else PERMITTED,
+                            payload={"round": number, "i": i})
+                for i in range(ROWS_PER_ROUND))
+            # A class-list entry for a directory with no rows: the context moves, the
+            # permitted rows do not.
+            h.policy.input("class-list").set(f"/fleet/empty-{number}", "local-only")
+            (destination,) = h.destinations
+            summary = Exporter(h, destination, batch_rows=BATCH_ROWS).run()
+            pushed += summary.rows
+            conflicts += len(summary.conflicts)
+        print(json.dumps({"origin": h.store.instance_id, "rounds": rounds, "rows": pushed,
+                          "conflicts": conflicts}))
+
+
+class Announcing:
+    """A destination that prints a line each time a push returns (committed)."""
+
+    def __init__(self, inner: PostgresDestination) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.key = inner.key
+
+    def published(self, stream: str, origin: str) -> Ref:
+        return self.inner.published(stream, origin)
+
+    def instance(self) -> str:
+        return self.inner.instance()
+
+    def push(self, batch: ExportBatch) -> Ref:
+        ref = self.inner.push(batch)
+        print("pushed", flush=True)
+        return ref
+
+
+def export(root: str, dsn: str, batch_rows: int) -> None:
+    with open_host(root, dsn) as h:
+        (destination,) = h.destinations
+        summary = Exporter(h, Announcing(destination), batch_rows=batch_rows).run()
+        print(json.dumps({"rows": summary.rows}))
+
+
+def cas(dsn: str, origin: str, name: str, attempts: int) -> None:
+    destination = PostgresDestination(dsn)
+    try:
+        for number in range(attempts):
+            seen = destination.published("main", origin).context
+            value = f"{name}-{number}"
+            batch = ExportBatch(stream="main", origin=origin, rows=[],
+                                sets=Ref(context=value), expect=Ref(context=seen or ABSENT))
+            try:
+                destination.push(batch)
+            except Conflict as conflict:
+                print(json.dumps({"ok": False, "expect": seen, "found": conflict.actual}),
+                      flush=True)
+            else:
+                print(json.dumps({"ok": True, "expect": seen, "set": value}), flush=True)
+    finally:
+        destination.close()
+
+
+if __name__ == "__main__":
+    mode, *args = sys.argv[1:]
+    if mode == "host":
+        host(args[0], args[1], int(args[2]))
+    elif mode == "export":
+        export(args[0], args[1], int(args[2]))
+    elif mode == "cas":
+        cas(args[0], args[1], args[2], int(args[3]))
+    else:
+        raise SystemExit(f"unknown mode {mode!r}")

@@ -666,8 +666,9 @@ class Poller:
                 else str(exc) or type(exc).__name__)
         summary.ledger_error = what
         summary.errors.append(f"ledger: {what}; the rest of this provider's cycle was skipped")
-        log.warning("the ledger could not be used (%s); a provider's cycle ended early",
-                    type(exc).__name__)
+        # The summary carries it to the command's output and the poll step's result.
+        log.info("the ledger could not be used (%s); a provider's cycle ended early",
+                 type(exc).__name__)
 
     def _emit_cycle(self, summary: PollSummary) -> None:
         counts = {

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from hostcore.evidence.transcripts import READ_EVENT_ATTRIBUTES, TranscriptSource
 from hostcore.plugin.markers import hookimpl
 from hostcore.telemetry import EventSpec
-from hostcore.evidence.transcripts import READ_EVENT_ATTRIBUTES, TranscriptSource
 from hostcore_codex.source import EVENT, NAME, PATTERNS, parse_line
 
 if TYPE_CHECKING:

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import threading
+import time
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import tenacity
 from hostcore_gh.runner import (
     GhAuthError,
+    GhCancelled,
     GhProtocolError,
+    GhResponse,
     GhRunner,
+    GhTimeout,
     GhTransportError,
     GhUnavailable,
     parse_output,
@@ -155,3 +160,58 @@ def test_availability_names_a_missing_executable(tmp_path):
 
 def test_availability_is_none_when_gh_runs(fake_gh):
     assert runner(fake_gh).availability() is None
+
+
+def test_a_secondary_rate_limit_without_headers_is_a_rate_limit_not_bad_credentials():
+    response = parse_output(
+        b"HTTP/2.0 403 Forbidden\n\r\n"
+        b'{"message": "You have exceeded a secondary rate limit. Please wait a few minutes."}')
+    assert response is not None
+    assert response.rate_limited and not response.auth_failed
+
+
+@pytest.mark.parametrize(
+    ("headers", "after"),
+    [
+        ({"retry-after": "30", "x-ratelimit-remaining": "0",
+          "x-ratelimit-reset": "1900000000"}, timedelta(seconds=30)),
+        ({"x-ratelimit-remaining": "0", "x-ratelimit-reset": "1780315500"},
+         timedelta(minutes=5)),
+        ({"x-ratelimit-reset": "1780315500"}, timedelta(minutes=1)),  # requests are left
+        ({}, timedelta(minutes=1)),  # a secondary limit naming no time: at least a minute
+    ],
+)
+def test_retry_at_follows_githubs_documented_rules(headers, after):
+    now = datetime(2026, 6, 1, 12, 0, 0, tzinfo=UTC)  # 1780315200
+    response = GhResponse(status=403, headers=headers, body=b'{"message": "rate limit"}')
+    assert response.retry_at(now) == now + after
+
+
+def test_a_call_that_outlives_its_deadline_kills_gh_and_raises_timeout(fake_gh):
+    fake_gh.route("repos/o/r", fake_gh.reply(200, [], sleep=30))
+    started = time.monotonic()
+    with pytest.raises(GhTimeout):
+        runner(fake_gh).api("repos/o/r", deadline=time.monotonic() + 0.5)
+    assert time.monotonic() - started < 2
+    assert len(fake_gh.calls()) == 1  # no retry after the deadline
+
+
+def test_retries_never_outlast_the_deadline(fake_gh):
+    fake_gh.route("repos/o/r", fake_gh.reply(502, sleep=0.4))
+    started = time.monotonic()
+    response = runner(fake_gh, attempts=10).api("repos/o/r", deadline=time.monotonic() + 1.0)
+    assert time.monotonic() - started < 1.5
+    assert response.status == 502 and len(fake_gh.calls()) < 10  # the last answer, in time
+
+
+def test_a_set_cancel_event_kills_gh_at_once(fake_gh):
+    fake_gh.route("repos/o/r", fake_gh.reply(200, [], sleep=30))
+    cancel = threading.Event()
+    threading.Timer(0.3, cancel.set).start()
+    started = time.monotonic()
+    with pytest.raises(GhCancelled):
+        runner(fake_gh).api("repos/o/r", cancel=cancel)
+    assert time.monotonic() - started < 1.5
+    with pytest.raises(GhCancelled):  # and nothing more is started once it is set
+        runner(fake_gh).api("repos/o/r", cancel=cancel)
+    assert len(fake_gh.calls()) == 1

@@ -54,13 +54,13 @@ def write_project(folder: Path, dist: str, package: str, ep_name: str, plugin: s
     (folder / package / "plugin.py").write_text(plugin)
     (folder / "pyproject.toml").write_text(textwrap.dedent(f"""\
         [build-system]
-        requires = ["hatchling>=1.18"]
+        requires = ["hatchling>=1.27"]
         build-backend = "hatchling.build"
 
         [project]
         name = "{dist}"
         version = "2.3.4"
-        dependencies = ["hostcore>=0.1"]
+        dependencies = ["hostcore>=0.2"]
 
         [project.entry-points.hostcore]
         {ep_name} = "{package}.plugin"

@@ -117,28 +117,31 @@ def purge_command(host: Host, source_id: str | None, session_id: str | None,
     Keys of --json: dry_run, rows, partitions.<name> (rows deleted).
     """
 
-    selectors = {"source_id": source_id, "session_id": session_id,
-                 "directory": directory,
-                 "before": before}
-    given = {k: v for k, v in selectors.items() if v is not None}
+    given = sum(v is not None for v in (source_id, session_id, directory, before))
     if not given:
         raise click.UsageError("give at least one of --source, --session, --dir, --before")
     if before is not None and parse(before) is None:
         raise click.BadParameter(f"{before!r} is not an ISO-8601 timestamp naming a moment "
                                  "in years 0001 to 9999 (UTC)", param_hint="--before")
     store = host.store
-    matching = store.purge(**given, dry_run=True)
-    if not dry_run and not yes and sum(matching.values()):
+
+    def purge(dry_run: bool) -> dict[str, int]:
+        return store.purge(source_id=source_id, session_id=session_id, directory=directory,
+                           before=before, dry_run=dry_run)
+
+    matching = purge(dry_run=True)
+    rows: int = sum(matching.values())
+    if not dry_run and not yes and rows:
         if not sys.stdin.isatty():
             click.echo("hostcore: purge needs confirmation and there is no terminal to "
                        "ask on; pass --yes to purge anyway", err=True)
             raise SystemExit(2)
-        click.confirm(f"Delete {sum(matching.values())} row(s) from {len(matching)} "
+        click.confirm(f"Delete {rows} row(s) from {len(matching)} "
                       "partition(s)? This cannot be undone", abort=True)
-    deleted = matching if dry_run else store.purge(**given)
+    deleted = matching if dry_run else purge(dry_run=False)
     if not dry_run:
         host.emit("evidence.purged", rows=sum(deleted.values()), partitions=len(deleted),
-                  selectors=len(given))
+                  selectors=given)
     if as_json:
         emit_json({"dry_run": dry_run, "rows": sum(deleted.values()),
                    "partitions": deleted})

@@ -521,14 +521,16 @@ class TranscriptSource:
         rows: list[EvidenceRow] = []
 
         def handle(name: str, line: Line, state: FileState) -> None:
+            # Each line ends as one row or one count: the parser's, or one here.
             try:
                 row = self._parse(self, name, line, state)
             except Exception:
                 counts.parse_error += 1
                 log.debug("source %r: a line made the parser raise", self.name, exc_info=True)
-                return
-            finally:
-                _drop_unencodable(state.context, counts)
+                row = None
+            if _drop_unencodable(state.context) and row is not None:
+                counts.unencodable += 1
+                row = None
             if row is not None:
                 rows.append(row)
 
@@ -551,14 +553,14 @@ class TranscriptSource:
         return {f"last_{key}": value for key, value in self.counts.as_attributes().items()}
 
 
-def _drop_unencodable(context: dict[str, str], counts: ReadCounts) -> None:
+def _drop_unencodable(context: dict[str, str]) -> bool:
     """Remove context values that are not valid Unicode (a header's lone surrogate):
-    the cursor that carries them could not be written, and no row may use them."""
+    the cursor that carries them could not be written, and no row may use them.
+    Returns whether there was one."""
     bad = [key for key, value in context.items() if not _text_ok(value)]
     for key in bad:
         del context[key]
-    if bad:
-        counts.unencodable += 1
+    return bool(bad)
 
 
 def line_key(session: str, line: Line) -> str:

@@ -1,0 +1,46 @@
+"""Row timestamps: the text fast path of ``canonical`` gives exactly what parsing gives."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hostcore.timestamps import canonical, format_utc, parse
+
+
+def by_parsing(text: str) -> str:
+    moment = parse(text)
+    return text if moment is None else format_utc(moment, "micro")
+
+
+DIGITS = st.text(st.sampled_from("0123456789"), min_size=1, max_size=1)
+# UTC shapes with any digits, so impossible dates and times (2025-02-30, 24:00,
+# :60, year 0000) are as likely as real ones.
+UTC_SHAPED = st.builds(
+    lambda y, mo, d, h, mi, s, frac: f"{y}-{mo}-{d}T{h}:{mi}:{s}{frac}Z",
+    st.sampled_from(["0000", "0001", "0999", "1970", "2024", "2025", "2100", "9999"]),
+    st.integers(0, 13).map(lambda n: f"{n:02d}"), st.integers(0, 32).map(lambda n: f"{n:02d}"),
+    st.integers(0, 25).map(lambda n: f"{n:02d}"), st.integers(0, 61).map(lambda n: f"{n:02d}"),
+    st.integers(0, 61).map(lambda n: f"{n:02d}"),
+    st.one_of(st.just(""), st.text(st.sampled_from("0123456789"), min_size=1, max_size=8)
+              .map(lambda f: f".{f}")))
+
+
+@given(UTC_SHAPED)
+def test_the_fast_path_agrees_with_parsing(text):
+    assert canonical(text) == by_parsing(text)
+
+
+@given(st.text(max_size=40))
+def test_any_text_agrees_with_parsing(text):
+    assert canonical(text) == by_parsing(text)
+
+
+def test_the_forms_agents_write():
+    assert canonical("2025-07-28T22:54:41.466Z") == "2025-07-28T22:54:41.466000Z"
+    assert canonical("2025-07-28T22:54:41Z") == "2025-07-28T22:54:41.000000Z"
+    assert canonical("2025-07-28T22:54:41.123456Z") == "2025-07-28T22:54:41.123456Z"
+    assert canonical("2024-02-29T00:00:00Z") == "2024-02-29T00:00:00.000000Z"
+    assert canonical("2025-02-29T00:00:00Z") == "2025-02-29T00:00:00Z"  # no such day: kept
+    assert canonical("2025-07-29T00:54:41+02:00") == "2025-07-28T22:54:41.000000Z"
+    assert canonical("9999-12-31T23:59:59-01:00") == "9999-12-31T23:59:59-01:00"

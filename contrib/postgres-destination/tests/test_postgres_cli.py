@@ -1,7 +1,9 @@
-"""`hostcore export -d postgres` and `hostcore status` as real processes, and bad input.
+"""`hostcore export -d postgres` and `hostcore status`, and bad input.
 
 Every refusal is one line on stderr and exit status 1 (2 for bad configuration);
-nothing is lost locally and the next run, once the cause is fixed, resumes.
+nothing is lost locally and the next run, once the cause is fixed, resumes. The
+command runs in-process (``hostcore_cli``) where a process adds nothing, and as a
+real process where it does: libpq's own environment, logging to a real stderr.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import json
 import os
 from pathlib import Path
 
+import hostcore_postgres.plugin as postgres_plugin
 import pytest
 
 from hostcore.host import Host
@@ -64,22 +67,25 @@ def test_export_pushes_the_permitted_rows_and_status_reports_the_database(pg, tm
     assert pg.held(origin) == list(range(1, 31)) + list(range(61, 66))
 
 
-def test_status_shows_governance_moved_at_the_database(pg, tmp_path):
-    root = tmp_path / "root"
-    origin = pg.fill_root(root, pg.config(), rows=3)
-    assert export(pg, root).returncode == 0
+def test_status_shows_governance_moved_at_the_database(pg, cli):
+    origin = pg.fill_root(cli.root, pg.config(), rows=3)
+    assert cli("export", "-d", "postgres").exit_code == 0
     pg.query("UPDATE hostcore.refs SET context = 'moved-by-someone' WHERE origin = %s",
              (origin,))
-    shown = status(pg, root)
+    shown = status_in_process(cli)
     assert shown["moved_at_destination"] == "context"
     assert shown["governance"]["context"].startswith("moved")
 
 
-def test_an_unavailable_server_is_one_line_in_status_not_a_traceback(pg, tmp_path):
-    root = tmp_path / "root"
-    pg.fill_root(root, pg.config(dsn=f"host={tmp_path / 'nowhere'} dbname=x"), rows=2)
-    shown = status(pg, root)
-    assert "cannot connect to the server" in shown["error"]
+def test_an_unavailable_server_is_one_line_in_status_not_a_traceback(pg, cli, tmp_path):
+    pg.fill_root(cli.root, pg.config(dsn=f"host={tmp_path / 'nowhere'} dbname=x"), rows=2)
+    assert "cannot connect to the server" in status_in_process(cli)["error"]
+
+
+def status_in_process(cli) -> dict:
+    result = cli("status", "--json")
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)["components"]["worker"]["export"]
 
 
 # -- bad input: exit 1, one line, nothing lost, the next run resumes -------------------
@@ -124,19 +130,32 @@ BAD_INPUT = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(BAD_INPUT))
-def test_bad_input_is_one_line_exit_1_and_the_next_run_resumes(pg, tmp_path, case):
-    make, expected = BAD_INPUT[case]
+@pytest.fixture
+def cli(hostcore_cli, register_plugin, tmp_path):
+    """``hostcore`` in-process on ``tmp_path / "root"`` with this plugin."""
+    register_plugin(postgres_plugin)
     root = tmp_path / "root"
+
+    def run(*args: str, env: dict[str, str] | None = None):
+        return hostcore_cli(*args, root=root, env=env)
+
+    run.root = root
+    return run
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUT))
+def test_bad_input_is_one_line_exit_1_and_the_next_run_resumes(pg, tmp_path, cli, case):
+    make, expected = BAD_INPUT[case]
+    root = cli.root
     origin = pg.fill_root(root, pg.config(), rows=4)
-    assert export(pg, root).returncode == 0  # the schema exists and holds 1..4
+    assert cli("export", "-d", "postgres").exit_code == 0  # the schema holds 1..4
     pg.fill_root(root, rows=6)
     config, env_dsn = make(pg, tmp_path)
     (root / "hostcore.toml").write_text(_toml(config))
     env = {"PG_TEST_DSN": env_dsn} if env_dsn else {}
 
-    failed = export(pg, root, **env)
-    assert failed.returncode == 1, failed.stdout + failed.stderr
+    failed = cli("export", "-d", "postgres", env=env)
+    assert failed.exit_code == 1, failed.stdout + failed.stderr
     line = one_line(failed.stderr)
     assert line.startswith("hostcore export: postgres destination: ")
     assert expected in line
@@ -145,8 +164,8 @@ def test_bad_input_is_one_line_exit_1_and_the_next_run_resumes(pg, tmp_path, cas
 
     _fix(pg, case)
     (root / "hostcore.toml").write_text(_toml({"dsn": pg.dsn}))
-    resumed = export(pg, root, "--json")
-    assert resumed.returncode == 0, resumed.stderr
+    resumed = cli("export", "-d", "postgres")
+    assert resumed.exit_code == 0, resumed.stderr
     assert pg.held(origin) == list(range(1, 11))
 
 
@@ -165,13 +184,12 @@ def _toml(table: dict[str, str]) -> str:
 
 
 def test_a_minimal_role_on_a_database_without_the_schema_is_told_who_must_create_it(
-        pg, tmp_path):
+        pg, cli):
     dsn = pg.role("machine_early", SECRET)
-    root = tmp_path / "root"
-    pg.fill_root(root, {"plugins": {"postgres-destination": {"dsn_env": "PG_TEST_DSN"}}},
+    pg.fill_root(cli.root, {"plugins": {"postgres-destination": {"dsn_env": "PG_TEST_DSN"}}},
                  rows=2)
-    failed = export(pg, root, PG_TEST_DSN=f"{dsn} password={SECRET}")
-    assert failed.returncode == 1
+    failed = cli("export", "-d", "postgres", env={"PG_TEST_DSN": f"{dsn} password={SECRET}"})
+    assert failed.exit_code == 1
     line = one_line(failed.stderr)
     assert "schema does not exist in this database and this role may not create" in line
 
@@ -192,13 +210,12 @@ BAD_CONFIG = {
 
 
 @pytest.mark.parametrize("case", sorted(BAD_CONFIG))
-def test_bad_configuration_is_one_line_and_exit_2(pg, tmp_path, case):
+def test_bad_configuration_is_one_line_and_exit_2(pg, cli, case):
     config, expected = BAD_CONFIG[case]
-    root = tmp_path / "root"
-    pg.fill_root(root, rows=1)
-    (root / "hostcore.toml").write_text(_toml(config))
-    failed = export(pg, root)
-    assert failed.returncode == 2, failed.stdout + failed.stderr
+    pg.fill_root(cli.root, rows=1)
+    (cli.root / "hostcore.toml").write_text(_toml(config))
+    failed = cli("export", "-d", "postgres")
+    assert failed.exit_code == 2, failed.stdout + failed.stderr
     line = one_line(failed.stderr)
     assert expected in line
     assert SECRET not in failed.stderr
@@ -225,13 +242,12 @@ def test_libpq_variables_and_pgpass_supply_what_the_dsn_leaves_out(pg, tmp_path)
     assert who == ("machine_env",)
 
 
-def test_sslmode_passes_through_to_libpq(pg, tmp_path):
+def test_sslmode_passes_through_to_libpq(pg, cli):
     """libpq itself judges the value (the test server listens on a socket only, where
     libpq uses no TLS, so an invalid mode is what shows it arrived unchanged)."""
-    root = tmp_path / "root"
-    pg.fill_root(root, pg.config(dsn=f"{pg.dsn} sslmode=sometimes"), rows=1)
-    result = export(pg, root)
-    assert result.returncode == 1
+    pg.fill_root(cli.root, pg.config(dsn=f"{pg.dsn} sslmode=sometimes"), rows=1)
+    result = cli("export", "-d", "postgres")
+    assert result.exit_code == 1
     assert 'invalid sslmode value: "sometimes"' in one_line(result.stderr)
 
 

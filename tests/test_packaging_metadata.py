@@ -131,7 +131,8 @@ def test_every_distribution_has_classifiers_and_project_urls(folder):
 def test_every_distribution_builds_with_a_hatchling_that_writes_valid_metadata(folder):
     system = tomllib.loads((folder / "pyproject.toml").read_text("utf-8"))["build-system"]
     (hatchling,) = [Requirement(r) for r in system["requires"] if r.startswith("hatchling")]
-    # 1.26 writes License-Expression under metadata 2.3, which twine rejects.
+    # Before 1.26 hatchling wrote License-Expression under metadata 2.1 (invalid, and
+    # twine rejects it); 1.26 writes the legacy License field instead.
     assert not hatchling.specifier.contains("1.26.3")
     assert hatchling.specifier.contains("1.27.0")
 

@@ -4,7 +4,11 @@ Builds a store of permitted rows, then in the same run measures:
 
 1. the seam: iterating ``read_rows_since_sync`` over every row (the baseline);
 2. the export: ``Exporter.run()`` pushing every row to a fresh directory
-   destination (fsync per push), as rows/s and as a ratio to (1). Target >= 0.6x;
+   destination (fsync per push), as rows/s and as a ratio to (1). Target >= 0.6x.
+   Both read through the seam, which compares the policy fingerprint between
+   fetch chunks (so a policy change stops rows at the next chunk). The cost of
+   those checks per batch is printed: one check alone, and the export run again
+   with the check stubbed out (the difference, per batch);
 3. resume after a kill: ``hostcore export`` in a subprocess is SIGKILLed once it has
    written about half, then the export runs again in this process. Reported: the
    bytes the destination re-read to find its position (target: under one segment),
@@ -21,10 +25,12 @@ machine disturbs less than wall time. Peak memory (max RSS of the process) is pr
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import resource
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,12 +40,14 @@ from pathlib import Path
 import hostcore_directory_destination.plugin as directory_plugin
 from hostcore_directory_destination.destination import SEGMENT_BYTES, DirectoryDestination
 
+from hostcore.evidence.seam import FETCH_ROWS
+from hostcore.evidence.store import EvidenceRow
 from hostcore.export.exporter import BATCH_ROWS, EXPORT_COLUMNS, Exporter
 from hostcore.host import Host
-from hostcore.evidence.store import EvidenceRow
 
 DIRECTORIES = 50
 SOURCES = ("claude", "codex", "other")
+FINGERPRINT_CALLS = 2_000
 
 
 def max_rss_mib() -> float:
@@ -75,13 +83,50 @@ def seam_rate(host: Host) -> tuple[int, float, float]:
     return count, time.perf_counter() - started, time.process_time() - cpu
 
 
-def export_rate(host: Host, outbox: Path) -> tuple[int, float, float]:
+class UncheckedPolicy:
+    """Stubs ``host.policy.fingerprint`` (what the seam calls between chunks) with the
+    value it has now, so an export runs without the per-chunk policy check: the
+    baseline the check's cost per batch is measured against."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+
+    def __enter__(self) -> UncheckedPolicy:
+        fingerprint = self.host.policy.fingerprint()
+        self.host.policy.fingerprint = lambda: fingerprint  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        del self.host.policy.fingerprint
+
+
+def export_rate(host: Host, outbox: Path) -> tuple[int, float, float, int, int]:
+    """(rows, wall s, CPU s, pushes of rows, policy checks) of one full export."""
     shutil.rmtree(outbox, ignore_errors=True)
     (host.root / "cache" / "refs.json").unlink(missing_ok=True)
     exporter = Exporter(host, DirectoryDestination(outbox))
+    checks = host.seam.policy_checks
     started, cpu = time.perf_counter(), time.process_time()
     summary = exporter.run()
-    return summary.rows, time.perf_counter() - started, time.process_time() - cpu
+    wall, used = time.perf_counter() - started, time.process_time() - cpu
+    pushes = summary.batches - (1 if summary.carried else 0)  # the governance push has no rows
+    return summary.rows, wall, used, pushes, host.seam.policy_checks - checks
+
+
+def unchecked_export_s(host: Host, outbox: Path) -> float:
+    with UncheckedPolicy(host):
+        return export_rate(host, outbox)[1]
+
+
+def policy_check_ms(host: Host) -> float:
+    """Median cost of one policy check alone (no export running beside it)."""
+    host.policy.fingerprint()
+    samples = []
+    for _ in range(FINGERPRINT_CALLS):
+        started = time.perf_counter()
+        host.policy.fingerprint()
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples) * 1000
 
 
 class MeasuredDestination(DirectoryDestination):
@@ -135,7 +180,11 @@ def main() -> None:
     root.mkdir()
     try:
         started = time.perf_counter()
-        build_store(root, rows)
+        # In a child process, so the max RSS printed below is the export's own.
+        builder = multiprocessing.get_context("spawn").Process(target=build_store,
+                                                               args=(root, rows))
+        builder.start()
+        builder.join()
         configure(root, outbox)
         print(f"store: {rows:,} permitted rows built in {time.perf_counter() - started:.1f} s "
               f"({work})")
@@ -143,12 +192,16 @@ def main() -> None:
         try:
             # Alternate the two and keep the best of each: other load on the machine
             # then slows both alike instead of skewing the ratio.
-            seam_runs, export_runs = [], []
+            seam_runs, export_runs, unchecked_runs = [], [], []
             for _ in range(args.repeat):
                 seam_runs.append(seam_rate(host))
                 export_runs.append(export_rate(host, outbox))
+                unchecked_runs.append(unchecked_export_s(host, outbox))
             read, seam_s, seam_cpu = min(seam_runs, key=lambda run: run[1])
-            pushed, export_s, export_cpu = min(export_runs, key=lambda run: run[1])
+            pushed, export_s, export_cpu, pushes, checks = min(export_runs,
+                                                                key=lambda run: run[1])
+            unchecked_s = min(unchecked_runs)
+            check_ms = policy_check_ms(host)
             print(f"seam read:   {read:>10,} rows in {seam_s:6.2f} s = {read / seam_s:>10,.0f} "
                   f"rows/s (best of {args.repeat})")
             print(f"export:      {pushed:>10,} rows in {export_s:6.2f} s = "
@@ -162,6 +215,12 @@ def main() -> None:
                   f"({seam_cpu:.2f} s vs {export_cpu:.2f} s, all threads)")
             print(f"             {segments} segment(s), {size / 2**20:.0f} MiB, batches of "
                   f"{BATCH_ROWS:,} rows")
+            per_batch = (export_s - unchecked_s) / pushes * 1000
+            print(f"policy check: {checks / pushes:.1f} per batch (one per {FETCH_ROWS:,}-row "
+                  f"chunk), {check_ms * 1000:.1f} us each alone = "
+                  f"{checks / pushes * check_ms:.3f} ms per batch; export without the check "
+                  f"{unchecked_s:.2f} s vs {export_s:.2f} s with it (best of {args.repeat} "
+                  f"each): {per_batch:+.2f} ms per batch")
         finally:
             host.close()
 

@@ -16,7 +16,9 @@ time (the CPU ratio is the steadier one on a busy machine). Rounds interleave th
 readers and the best of each is reported. Peak Python memory (tracemalloc) of a seam
 read is measured when the store holds 10% of the rows and again when it holds
 all of them (target: within 10%). ``export_policy_fingerprint()`` is timed with
-an unchanged policy (target: < 1 ms).
+an unchanged policy (target: < 1 ms). The ignore-dotfiles input's fingerprint
+part is timed when it looks at its folders again (what it does at most every
+``IGNORE_TTL_SECONDS``) with 1,000 real directories known (target: <= 5 ms).
 
 Usage: ``python benchmarks/export_seam.py [--rows N] [--quick]``
 """
@@ -33,14 +35,15 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from hostcore.evidence.policy import Policy
 from hostcore.evidence.inputs import (
     CLASS_LIST_FILE,
+    IGNORE_FILE_NAME,
     OPT_OUT_FILE,
     ClassList,
     IgnoreDotfiles,
     SyncOptOut,
 )
+from hostcore.evidence.policy import Policy
 from hostcore.evidence.seam import ExportSeam
 from hostcore.evidence.store import EvidenceRow, Store
 
@@ -52,6 +55,8 @@ WITHHELD_DIRECTORY_SHARE = 0.10
 OPTED_OUT_SOURCES = 2
 APPEND_BATCH = 20_000
 FINGERPRINT_CALLS = 2_000
+DOTFILE_DIRECTORIES = 1_000
+DOTFILE_CALLS = 200
 COLUMNS = ["git_remote"]
 
 
@@ -157,6 +162,35 @@ def fingerprint_ms(seam: ExportSeam) -> tuple[float, float, float]:
             samples[-1] * 1000)
 
 
+def dotfile_part_ms(parent: Path) -> tuple[int, float, float]:
+    """(folders looked at, median wall ms, median CPU ms) of a full re-check of the
+    dotfile part.
+
+    DOTFILE_DIRECTORIES real project folders, 50 per owner folder, one owner
+    folder holding a ``.hostcoreignore``; every one asked about once, as a seam
+    read asks about each scope's directory. ``ttl=0`` makes every call look at
+    every known folder (each asked directory and its ancestors) again: one
+    ``lstat`` each, so CPU time (which counts the system calls) is the steadier
+    figure on a busy machine.
+    """
+    dotfiles = IgnoreDotfiles(ttl=0)
+    folders: set[Path] = set()
+    for i in range(DOTFILE_DIRECTORIES):
+        folder = parent / f"owner-{i // 50:02d}" / f"project-{i:04d}"
+        folder.mkdir(parents=True)
+        dotfiles.withholds(str(folder), "source-00")
+        folders.update((folder, *folder.parents))
+    (parent / "owner-03" / IGNORE_FILE_NAME).touch()
+    dotfiles.fingerprint_part()
+    wall, cpu = [], []
+    for _ in range(DOTFILE_CALLS):
+        started, used = time.perf_counter(), time.process_time()
+        dotfiles.fingerprint_part()
+        wall.append(time.perf_counter() - started)
+        cpu.append(time.process_time() - used)
+    return len(folders), statistics.median(wall) * 1000, statistics.median(cpu) * 1000
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=2_000_000)
@@ -188,6 +222,7 @@ def main() -> None:
             seam_sync.run(lambda: read_seam_sync(seam))
         fp_median, fp_p99, fp_max = fingerprint_ms(seam)
         store.close()
+        folders, dot_wall, dot_cpu = dotfile_part_ms(root / "dotfile-tree")
 
     print(f"{'reader':<13} {'rows out':>10} {'wall s':>7} {'cpu s':>7} {'history rows/s':>15}"
           f" {'ratio wall':>10} {'ratio cpu':>9}")
@@ -202,6 +237,9 @@ def main() -> None:
           f"{peak_large / 1024:,.0f} KiB at {total:,} rows ({growth:+.1%}; target within 10%)")
     print(f"export_policy_fingerprint(): median {fp_median:.3f} ms, p99 {fp_p99:.3f} ms, "
           f"max {fp_max:.3f} ms (target < 1 ms)")
+    print(f"ignore-dotfiles part, re-checked with {DOTFILE_DIRECTORIES:,} directories known "
+          f"({folders:,} folders looked at): median {dot_wall:.2f} ms wall, {dot_cpu:.2f} ms "
+          "CPU (target <= 5 ms)")
 
 
 if __name__ == "__main__":

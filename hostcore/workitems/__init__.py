@@ -5,6 +5,7 @@
 * :mod:`~hostcore.workitems.index` — the re-derivable SQLite index over them;
 * :mod:`~hostcore.workitems.ledger` — records and index together, locked;
 * :mod:`~hostcore.workitems.poller` — the poll cycle (list, note, reconcile);
+* :mod:`~hostcore.workitems.budget` — the time a cycle may still spend, for providers;
 * :mod:`~hostcore.workitems.plugin`, :mod:`~hostcore.workitems.commands` — the
   built-in plugin (poll worker, events) and ``hostcore poll``.
 

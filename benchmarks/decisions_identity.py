@@ -29,6 +29,7 @@ from pathlib import Path
 from poll_cycle import read_raw
 
 from hostcore.export.exporter import decisions_identity
+from hostcore.export.ref import fold
 from hostcore.host import Host
 from hostcore.workitems.ledger import Ledger
 from hostcore.workitems.records import (
@@ -38,7 +39,6 @@ from hostcore.workitems.records import (
     decision_member,
     encode_record,
 )
-from hostcore.export.ref import fold
 
 
 def plant(folder: Path, count: int) -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 import msgspec
 
 from hostcore.export.exporter import decisions_identity
-from hostcore.workitems.ledger import EndedStamp, Ledger, PollSection, PortableRecord, encode_record
 from hostcore.export.ref import fold, identity
+from hostcore.workitems.ledger import EndedStamp, Ledger, PollSection, PortableRecord, encode_record
 
 _sorted = msgspec.json.Encoder(order="sorted")
 

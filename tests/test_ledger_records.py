@@ -16,7 +16,9 @@ from hypothesis import strategies as st
 from hostcore.errors import RecordError
 from hostcore.timestamps import format_utc
 from hostcore.timestamps import parse_exact as parse_utc
+from hostcore.workitems.items import Listing, ScopeListing, WorkItem, WorkItemRef
 from hostcore.workitems.ledger import Ledger
+from hostcore.workitems.poller import Poller
 from hostcore.workitems.records import (
     SLUG_HASH_LENGTH,
     SLUG_PREFIX_LENGTH,
@@ -27,8 +29,6 @@ from hostcore.workitems.records import (
     encode_record,
     slug_for,
 )
-from hostcore.workitems.poller import Poller
-from hostcore.workitems.items import Listing, ScopeListing, WorkItem, WorkItemRef
 
 _SAFE = re.compile(r"^[A-Za-z0-9_-]+$")
 MAX_SLUG = SLUG_PREFIX_LENGTH + 1 + SLUG_HASH_LENGTH

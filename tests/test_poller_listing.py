@@ -16,9 +16,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from hostcore.workitems.ledger import EndedStamp, PollSection, PortableRecord
 from hostcore.plugin.markers import hookimpl
-from hostcore.workitems.poller import _SEEN_COMMENTS_CAP, DISPATCH_GIVE_UP_AFTER
 from hostcore.workitems.items import (
     Closure,
     Listing,
@@ -27,6 +25,8 @@ from hostcore.workitems.items import (
     WorkItem,
     WorkItemRef,
 )
+from hostcore.workitems.ledger import EndedStamp, PollSection, PortableRecord
+from hostcore.workitems.poller import _SEEN_COMMENTS_CAP, DISPATCH_GIVE_UP_AFTER
 
 
 class ListingProvider:

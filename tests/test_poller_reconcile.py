@@ -10,8 +10,6 @@ from typing import Any
 import msgspec
 import pytest
 
-from hostcore.workitems.ledger import Ledger, PollSection, PollState, PortableRecord, decode_record
-from hostcore.workitems.poller import LEDGER_CHECKS_PER_CYCLE, LEDGER_RECHECK_EVERY_CYCLES, Poller
 from hostcore.workitems.items import (
     Closure,
     Listing,
@@ -20,6 +18,8 @@ from hostcore.workitems.items import (
     WorkItem,
     WorkItemRef,
 )
+from hostcore.workitems.ledger import Ledger, PollSection, PollState, PortableRecord, decode_record
+from hostcore.workitems.poller import LEDGER_CHECKS_PER_CYCLE, LEDGER_RECHECK_EVERY_CYCLES, Poller
 
 NOW = datetime(2026, 6, 1, 12, 0, 0, tzinfo=UTC)
 INTERVAL = 60.0

@@ -15,6 +15,7 @@ lies further ahead than a tolerance, so callers treat it as due instead of fresh
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Literal
@@ -22,15 +23,13 @@ from typing import Literal
 Precision = Literal["seconds", "micro"]
 
 _SECONDS_SHAPE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$")
-# UTC with a "Z" and up to six fraction digits: what agents write (Claude Code's
-# ".466Z", Codex's ".123456Z"). canonical() rewrites these by text alone.
+# UTC with a "Z" and up to six fraction digits, every field in range: what
+# agents write (Claude Code's ".466Z", Codex's ".123456Z"). canonical() rewrites
+# these by text alone; only a day past the 28th needs its month checked.
 _UTC_SHAPE = re.compile(
-    r"[0-9]{4}-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,6}))?Z")
-# Dates a fast-path timestamp named, with whether each exists (2025-02-30 does
-# not). Bounded: transcripts name few distinct days, and a flood of bogus ones
-# only costs the slow path once the cache is full.
-_DATES: dict[str, bool] = {}
-_DATES_CACHED = 4096
+    r"[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])"
+    r"T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?Z")
+_CANONICAL_LENGTH = len("2025-07-28T22:54:41.466000Z")
 
 
 def utc_now() -> datetime:
@@ -80,32 +79,26 @@ def canonical(text: str, precision: Precision = "micro") -> str:
     it: this runs once per ingested row, and building a datetime costs more than
     the rest of the row's conversion.
     """
-    if precision == "micro":
-        found = _UTC_SHAPE.fullmatch(text)
-        if found is not None and _exists(text[:10], found):
-            fraction = found.group(6)
-            if fraction is not None and len(fraction) == 6:
-                return text
-            return f"{text[:19]}.{(fraction or '').ljust(6, '0')}Z"
+    if (precision == "micro" and _UTC_SHAPE.fullmatch(text) is not None
+            and text[:4] != "0000" and (text[8:10] <= "28" or _day_exists(text[:10]))):
+        size = len(text)
+        if size == _CANONICAL_LENGTH:
+            return text
+        if size == _CANONICAL_LENGTH - 7:  # no fraction at all
+            return f"{text[:-1]}.000000Z"
+        return f"{text[:-1]}{'0' * (_CANONICAL_LENGTH - size)}Z"
     moment = parse(text)
     return text if moment is None else format_utc(moment, precision)
 
 
-def _exists(date: str, found: re.Match[str]) -> bool:
-    """Whether a :data:`_UTC_SHAPE` match names a real moment (what parsing checks)."""
-    hour, minute, second = int(found.group(3)), int(found.group(4)), int(found.group(5))
-    if hour > 23 or minute > 59 or second > 59:
+@functools.lru_cache(maxsize=1024)
+def _day_exists(date: str) -> bool:
+    """Whether ``YYYY-MM-DD`` (29th to 31st) is a day of its month."""
+    try:
+        datetime(int(date[:4]), int(date[5:7]), int(date[8:10]))
+    except ValueError:
         return False
-    known = _DATES.get(date)
-    if known is None:
-        try:
-            datetime(int(date[:4]), int(found.group(1)), int(found.group(2)))
-            known = True
-        except ValueError:
-            known = False
-        if len(_DATES) < _DATES_CACHED:
-            _DATES[date] = known
-    return known
+    return True
 
 
 def is_future(moment: datetime, *, now: datetime | None = None,

@@ -252,22 +252,16 @@ class Store:
     def _append(self, rows: Iterable[EvidenceRow], source: str | None, cursor: str | None,
                 skipped: Mapping[str, int], *, ok: bool = False) -> Appended:
         outcome = Appended()
+        rows = list(rows)
+        for index, row in enumerate(rows):
+            _check_row(index, row)
         with self._transaction() as db:
             self._check_ids(db)
-            prepared: list[tuple[Any, ...]] = []
+            head = _head(db)
             rejected: dict[str, dict[str, int]] = {}
-            for index, row in enumerate(rows):
-                _check_row(index, row)
-                values = self._values(db, row)
-                if isinstance(values, str):
-                    counts = rejected.setdefault(source or row.source_id, {})
-                    counts[values] = counts.get(values, 0) + 1
-                    continue
-                prepared.append(values)
-            fresh = _unseen(db, prepared)
-            db.executemany(schema.INSERT, [values[:7] for values in fresh])
-            self._count(db, fresh)
-            outcome.inserted = len(fresh)
+            if not self._insert_at_once(db, rows):
+                self._insert_one_by_one(db, rows, source, rejected)
+            outcome.inserted = _count_new(db, head)
             if source is not None:
                 db.execute("INSERT INTO source_cursors (source, cursor) VALUES (?, ?) "
                            "ON CONFLICT (source) DO UPDATE SET cursor = excluded.cursor",
@@ -280,6 +274,63 @@ class Store:
                     outcome.rejected[reason] = outcome.rejected.get(reason, 0) + n
                 _note_health(db, name, [counts], recovered=False)
         return outcome
+
+    def _insert_at_once(self, db: sqlite3.Connection, rows: list[EvidenceRow]) -> bool:
+        """The common case, in one ``executemany``: every row new and storable.
+
+        Returns False, having inserted nothing, when a row's key is already stored
+        or repeats in the batch (the unique index refuses it) or a value cannot
+        be stored; the caller then goes row by row. Rows whose key a purge
+        recorded are left out here already.
+        """
+        purged = db.execute(schema.ANY_PURGED).fetchone() is not None
+        part_ids, scope_ids = self._part_ids, self._scope_ids
+        prepared: list[tuple[Any, ...]] = []
+        digests: list[str] = []
+        encode = _payload_encoder.encode
+        try:
+            for row in rows:
+                part = part_ids.get(row.partition) or self._partition_id(db, row.partition)
+                scope = (scope_ids.get((row.directory, row.source_id))
+                         or self._scope_id(db, row.directory, row.source_id))
+                if part is None or scope is None:
+                    return False
+                key = row.key
+                prepared.append((part, scope, row.session_id, canonical(row.ts),
+                                 row.git_remote, encode(row.payload).decode(), key))
+                if purged and key is not None:
+                    digests.append(schema.key_digest(row.partition, key))
+        except (TypeError, ValueError, UnicodeEncodeError, OverflowError):
+            return False
+        if digests:
+            gone = _purged(db, digests)
+            if gone:
+                prepared = [values for values, digest in zip(prepared, _digest_per_row(
+                    rows, digests), strict=True) if digest not in gone]
+        db.execute("SAVEPOINT batch")
+        try:
+            db.executemany(schema.INSERT, prepared)
+        except (sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.ProgrammingError,
+                UnicodeEncodeError, OverflowError, ValueError):
+            db.execute("ROLLBACK TO batch")  # positions too: none is used up
+            db.execute("RELEASE batch")
+            return False
+        db.execute("RELEASE batch")
+        return True
+
+    def _insert_one_by_one(self, db: sqlite3.Connection, rows: list[EvidenceRow],
+                           source: str | None, rejected: dict[str, dict[str, int]]) -> None:
+        """Check every row, count those that cannot be stored, skip keys already
+        stored, purged or repeated, and insert the rest."""
+        prepared: list[tuple[Any, ...]] = []
+        for row in rows:
+            values = self._values(db, row)
+            if isinstance(values, str):
+                counts = rejected.setdefault(source or row.source_id, {})
+                counts[values] = counts.get(values, 0) + 1
+                continue
+            prepared.append(values)
+        db.executemany(schema.INSERT, [values[:7] for values in _unseen(db, prepared)])
 
     def _values(self, db: sqlite3.Connection, row: EvidenceRow) -> tuple[Any, ...] | str:
         """The insert values of ``row`` (plus its partition name), or why it cannot
@@ -337,20 +388,6 @@ class Store:
                                key).fetchone()[0]
             self._scope_ids[key] = scope
         return scope
-
-    @staticmethod
-    def _count(db: sqlite3.Connection, fresh: list[tuple[Any, ...]]) -> None:
-        """Grow the partitions' row counts and the tuple summary by the rows inserted."""
-        inserted: dict[int, int] = {}
-        tuples: dict[tuple[int, int, str], int] = {}
-        for values in fresh:
-            part = values[0]
-            inserted[part] = inserted.get(part, 0) + 1
-            found = (part, values[1], values[4])
-            tuples[found] = tuples.get(found, 0) + 1
-        db.executemany("UPDATE partitions SET row_count = row_count + ? WHERE id = ?",
-                       [(count, part) for part, count in inserted.items()])
-        db.executemany(schema.COUNT_TUPLE, [(*found, n) for found, n in tuples.items()])
 
     def purge(self, *, source_id: str | None = None, session_id: str | None = None,
               directory: str | None = None, before: str | None = None,
@@ -523,6 +560,39 @@ def _check_row(index: int, row: Any) -> None:
         raise RecordError(f"evidence row {index}: source_id must not be empty")
 
 
+def _head(db: sqlite3.Connection) -> int:
+    found = db.execute(schema.HEAD_POSITION).fetchone()
+    return int(found[0]) if found else 0
+
+
+def _count_new(db: sqlite3.Connection, head: int) -> int:
+    """Grow the partitions' row counts and the tuple summary by the rows inserted
+    after position ``head`` in this transaction; returns how many there are. New
+    tuples get their ids in the order their first row was inserted."""
+    found = db.execute("SELECT part, scope, git_remote, COUNT(*) FROM evidence WHERE "
+                       "position > ? GROUP BY part, scope, git_remote ORDER BY MIN(position)",
+                       (head,)).fetchall()
+    parts: dict[int, int] = {}
+    for part, _, _, n in found:
+        parts[part] = parts.get(part, 0) + n
+    db.executemany("UPDATE partitions SET row_count = row_count + ? WHERE id = ?",
+                   [(n, part) for part, n in parts.items()])
+    db.executemany(schema.COUNT_TUPLE, found)
+    return sum(parts.values())
+
+
+def _purged(db: sqlite3.Connection, digests: list[str]) -> set[str]:
+    """The digests, among ``digests``, that a purge recorded."""
+    return {d for (d,) in db.execute(schema.PURGED_DIGESTS, (_json_list.encode(digests),))}
+
+
+def _digest_per_row(rows: list[EvidenceRow], digests: list[str]) -> Iterator[str | None]:
+    """``digests`` (one per keyed row, in order) spread back over ``rows``."""
+    keyed = iter(digests)
+    for row in rows:
+        yield None if row.key is None else next(keyed)
+
+
 def _unseen(db: sqlite3.Connection, prepared: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     """``prepared`` without keyed rows that are already stored, were purged, or
     repeat an earlier row of the batch. One indexed query per partition (and one
@@ -539,10 +609,8 @@ def _unseen(db: sqlite3.Connection, prepared: list[tuple[Any, ...]]) -> list[tup
             schema.STORED_KEYS, (part, _json_list.encode(part_keys))))
     purged: set[str] = set()
     if db.execute(schema.ANY_PURGED).fetchone() is not None:
-        digests = [schema.key_digest(values[7], values[6])
-                   for values in prepared if values[6] is not None]
-        purged.update(d for (d,) in db.execute(schema.PURGED_DIGESTS,
-                                                (_json_list.encode(digests),)))
+        purged = _purged(db, [schema.key_digest(values[7], values[6])
+                              for values in prepared if values[6] is not None])
     fresh: list[tuple[Any, ...]] = []
     for values in prepared:
         key = values[6]

@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, NamedTuple
 
 import msgspec
 
@@ -88,14 +88,15 @@ class TranscriptCursor(msgspec.Struct):
     files: dict[str, FileState] = msgspec.field(default_factory=dict)
 
 
-@dataclass
+@dataclass(slots=True)
 class Line:
     """One complete line: where it starts, its bytes (without the newline) or, when
-    ``oversized``, only its first ``max_line_bytes`` bytes."""
+    ``oversized``, only its first ``max_line_bytes`` bytes, and where it ends."""
 
     start: int
     data: bytes
     oversized: bool = False
+    end: int = 0  # the offset just past its newline
 
 
 @dataclass
@@ -157,6 +158,14 @@ def encode_cursor(cursor: TranscriptCursor) -> str:
 LineHandler = Callable[[str, Line, FileState], None]
 
 
+class FilesRead(NamedTuple):
+    """What :meth:`JsonlFiles.read` returns."""
+
+    cursor: TranscriptCursor
+    more: bool
+    changed: bool
+
+
 @dataclass
 class _Budget:
     """What is left of one read: bytes, lines, and a deadline on the clock."""
@@ -188,17 +197,18 @@ class JsonlFiles:
         self.budget_seconds = READ_BUDGET_SECONDS if budget_seconds is None else budget_seconds
         self._clock = clock
 
-    def read(self, files: Iterable[tuple[str, Path]], cursor: TranscriptCursor,
-             handle_line: LineHandler, counts: ReadCounts) -> tuple[TranscriptCursor, bool]:
+    def read(self, files: Iterable[tuple[str, str | Path]], cursor: TranscriptCursor,
+             handle_line: LineHandler, counts: ReadCounts) -> FilesRead:
         """Call ``handle_line(name, line, state)`` for every new complete line.
 
         ``files`` are ``(name, path)`` pairs; ``name`` keys the cursor. Returns the
-        new cursor and whether a budget stopped the read early.
+        new cursor, whether a budget stopped the read early, and whether anything
+        changed (a file was read, appeared, went or was replaced).
         """
         budget = _Budget(self.budget_bytes, self.budget_lines,
                          self._clock() + self.budget_seconds, self._clock)
         seen: dict[str, FileState] = {}
-        more = False
+        more = changed = False
         for name, path in files:
             previous = cursor.files.get(name)
             if more:
@@ -212,10 +222,12 @@ class JsonlFiles:
             state = previous
             if state is None or state.inode != found.st_ino or found.st_size < state.offset:
                 state = FileState(offset=0, inode=found.st_ino)
+                changed = True
             seen[name] = state
             if found.st_size == state.offset:
                 continue  # nothing new: known by its stat alone
             counts.files += 1
+            changed = True
             try:
                 with open_transcript(path) as handle:
                     if state.head and _head_digest(handle, state.head) != state.head:
@@ -224,43 +236,48 @@ class JsonlFiles:
                     for line in self._lines(handle, state.offset, budget):
                         counts.lines += 1
                         handle_line(name, line, state)
-                        state.offset = handle.tell()
+                        state.offset = line.end
                     state.head = _head_digest(handle, min(HEAD_BYTES, state.offset))
             except OSError:
                 counts.unreadable += 1
                 seen[name] = previous if previous is not None else state
                 continue
             more = budget.spent()
-        return TranscriptCursor(files=seen), more
+        changed = changed or len(seen) != len(cursor.files)
+        return FilesRead(TranscriptCursor(files=seen), more, changed)
 
     def _lines(self, handle: BinaryIO, offset: int, budget: _Budget) -> Iterator[Line]:
         """Complete lines from ``offset`` while ``budget`` lasts; stops before a last
         line still being written (no newline yet)."""
         handle.seek(offset)
         limit = self.max_line_bytes
+        start = offset
+        readline = handle.readline
         while budget.bytes > 0 and budget.lines > 0:
-            start = handle.tell()
-            data = handle.readline(limit + 1)
-            if data.endswith(b"\n"):
-                line = Line(start, data[:-1])
+            data = readline(limit + 1)
+            if data[-1:] == b"\n":
+                end = start + len(data)
+                line = Line(start, data[:-1], False, end)
             elif len(data) <= limit:
                 return  # end of file inside a line: wait for its newline
             else:
                 while True:
-                    rest = handle.readline(_SKIP_CHUNK)
+                    rest = readline(_SKIP_CHUNK)
                     if not rest:
                         return  # an oversized line still being written
-                    if rest.endswith(b"\n"):
+                    if rest[-1:] == b"\n":
                         break
-                line = Line(start, data[:limit], oversized=True)
-            budget.bytes -= handle.tell() - start
+                end = handle.tell()
+                line = Line(start, data[:limit], True, end)
+            budget.bytes -= end - start
             budget.lines -= 1
+            start = end
             yield line
             if budget.lines % _CLOCK_EVERY == 0 and budget.clock() >= budget.deadline:
                 return
 
 
-def open_transcript(path: Path) -> BinaryIO:
+def open_transcript(path: str | Path) -> BinaryIO:
     """``path`` opened for reading if it is a regular file (never blocks on a FIFO);
     ``OSError`` otherwise."""
     fd = os.open(path, _READ_FLAGS)
@@ -285,57 +302,85 @@ def _head_digest(handle: BinaryIO, size: int | str) -> str:
 
 
 def list_files(folder: Path, patterns: Iterable[str], counts: ReadCounts, *,
-               follow_symlinks: bool = False) -> list[tuple[str, Path]]:
+               follow_symlinks: bool = False) -> list[tuple[str, str]]:
     """``(relative name, path)`` of the regular files under ``folder`` matching any of
     ``patterns`` (``/``-separated, ``*`` and ``?`` within one name, as glob does:
     names starting with a dot only match a pattern that does), sorted by name.
 
-    A symlink whose target lies outside ``folder`` is counted (``outside``) and
-    skipped unless ``follow_symlinks``. A file whose name is not valid Unicode is
-    counted ``unreadable`` (it could not be kept in the cursor). A missing or
-    unreadable folder gives no files.
+    Each folder is scanned once for all the patterns, and only folders a pattern
+    can reach are scanned. A symlink whose target lies outside ``folder`` is
+    counted (``outside``) and skipped unless ``follow_symlinks``. A file whose
+    name is not valid Unicode is counted ``unreadable`` (it could not be kept in
+    the cursor). A missing or unreadable folder gives no files.
     """
-    base = str(folder)
-    inside = os.path.realpath(base)
-    found: dict[str, Path] = {}
-    outside: set[str] = set()  # counted once, however many patterns reach them
-    for pattern in patterns:
-        parts = [p for p in pattern.split("/") if p]
-        for name, path in _walk(base, "", parts, inside, follow_symlinks, outside, counts):
-            found[name] = Path(path)
-    counts.outside += len(outside)
-    return sorted(found.items())
+    walk = _Walk(os.path.realpath(folder), follow_symlinks, counts)
+    active = [(parts, 0) for parts in
+              (tuple(p for p in pattern.split("/") if p) for pattern in patterns) if parts]
+    walk.scan(str(folder), "", active)
+    counts.outside += len(walk.outside)
+    return sorted(walk.found.items())
 
 
-def _walk(folder: str, prefix: str, parts: list[str], inside: str, follow: bool,
-          outside: set[str], counts: ReadCounts) -> Iterator[tuple[str, str]]:
-    part, last = parts[0], len(parts) == 1
-    try:
-        with os.scandir(folder) as entries:
-            matched = [e for e in entries
-                       if fnmatch.fnmatchcase(e.name, part)
-                       and (part.startswith(".") or not e.name.startswith("."))]
-    except OSError:
-        return
-    for entry in matched:
+class _Walk:
+    """One listing: what it found, and the symlinks out it skipped (each once)."""
+
+    def __init__(self, inside: str, follow: bool, counts: ReadCounts) -> None:
+        self.inside = inside
+        self.follow = follow
+        self.counts = counts
+        self.found: dict[str, str] = {}
+        self.outside: set[str] = set()
+
+    def scan(self, folder: str, prefix: str, active: list[tuple[tuple[str, ...], int]]) -> None:
+        """Match ``folder``'s entries against each pattern's part at its depth."""
         try:
-            if entry.is_symlink() and not follow and not _within(entry.path, inside):
-                outside.add(entry.path)
-                continue
-            wanted = entry.is_file() if last else entry.is_dir()
+            with os.scandir(folder) as entries:
+                listed = list(entries)
         except OSError:
-            continue
-        if not wanted:
-            continue
-        name = f"{prefix}{entry.name}"
-        if last:
-            if _text_ok(name):
-                yield name, entry.path
-            else:
-                counts.unreadable += 1
+            return
+        for entry in listed:
+            name = entry.name
+            final = False
+            deeper = []
+            for parts, at in active:
+                if _matches(name, parts[at]):
+                    if at + 1 < len(parts):
+                        deeper.append((parts, at + 1))
+                    else:
+                        final = True
+            if not final and not deeper:
+                continue
+            try:
+                if entry.is_symlink() and not self.follow and not _within(entry.path,
+                                                                          self.inside):
+                    self.outside.add(entry.path)
+                    continue
+                if final and entry.is_file():
+                    self._found(f"{prefix}{name}", entry.path)
+                if deeper and entry.is_dir():
+                    self.scan(entry.path, f"{prefix}{name}/", deeper)
+            except OSError:
+                continue
+
+    def _found(self, name: str, path: str) -> None:
+        if _text_ok(name):
+            self.found[name] = path
         else:
-            yield from _walk(entry.path, f"{name}/", parts[1:], inside, follow, outside,
-                             counts)
+            self.counts.unreadable += 1
+
+
+def _matches(name: str, part: str) -> bool:
+    """Whether one name matches one pattern part, as glob matches it."""
+    if name[:1] == "." and part[:1] != ".":
+        return False
+    if part == "*":
+        return True
+    if part[:1] == "*" and not _WILDCARD.search(part, 1):
+        return name.endswith(part[1:])  # "*.jsonl": the common case, without a regex
+    return fnmatch.fnmatchcase(name, part)
+
+
+_WILDCARD = re.compile(r"[*?\[]")
 
 
 def _within(path: str, folder: str) -> bool:
@@ -507,6 +552,10 @@ class TranscriptSource:
         self._emit = emit
         self._files = files or JsonlFiles()
         self._remote_memo: dict[str, str] = {}
+        # The last cursor handed out by a read that changed nothing, decoded: an
+        # idle tick then skips decoding it again. A read that changed something
+        # mutated the decoded states, so the cache is dropped then.
+        self._unchanged: tuple[str, TranscriptCursor] | None = None
 
     def read(self, cursor: str | None) -> SourceBatch:
         """New rows since ``cursor`` and the cursor to persist with them."""
@@ -528,7 +577,7 @@ class TranscriptSource:
                 counts.parse_error += 1
                 log.debug("source %r: a line made the parser raise", self.name, exc_info=True)
                 row = None
-            if _drop_unencodable(state.context) and row is not None:
+            if state.context and _drop_unencodable(state.context) and row is not None:
                 counts.unencodable += 1
                 row = None
             if row is not None:
@@ -536,10 +585,17 @@ class TranscriptSource:
 
         files = list_files(self.folder, self.patterns, counts,
                            follow_symlinks=self.follow_symlinks)
-        new_cursor, more = self._files.read(files, decode_cursor(cursor), handle, counts)
+        cached = self._unchanged
+        self._unchanged = None
+        known = cached[1] if cached is not None and cached[0] == cursor else None
+        done = self._files.read(files, known or decode_cursor(cursor), handle, counts)
         counts.rows = len(rows)
         self._emit(self._event, **counts.as_attributes())
-        return SourceBatch(rows, encode_cursor(new_cursor), more, counts.skipped())
+        if done.changed or not cursor:
+            return SourceBatch(rows, encode_cursor(done.cursor), done.more, counts.skipped())
+        # Nothing changed: hand the cursor back as it came, not encoded again.
+        self._unchanged = (cursor, done.cursor)
+        return SourceBatch(rows, cursor, done.more, counts.skipped())
 
     def remote_of(self, directory: str) -> str:
         """``directory``'s origin remote, asked of :attr:`remotes` once per read."""
@@ -557,10 +613,14 @@ def _drop_unencodable(context: dict[str, str]) -> bool:
     """Remove context values that are not valid Unicode (a header's lone surrogate):
     the cursor that carries them could not be written, and no row may use them.
     Returns whether there was one."""
-    bad = [key for key, value in context.items() if not _text_ok(value)]
-    for key in bad:
+    for value in context.values():
+        if not value.isascii() and not _text_ok(value):
+            break
+    else:
+        return False  # the common case, checked once per line: keep it cheap
+    for key in [key for key, value in context.items() if not _text_ok(value)]:
         del context[key]
-    return bool(bad)
+    return True
 
 
 def line_key(session: str, line: Line) -> str:

@@ -164,7 +164,7 @@ def test_an_unreadable_file_is_counted_and_the_others_ingest(make_host, home, re
     original_open = transcripts.open_transcript
 
     def open_unless_locked(path):
-        if path == locked:
+        if Path(path) == locked:
             raise PermissionError(13, "Permission denied", str(path))
         return original_open(path)
 

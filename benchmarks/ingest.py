@@ -1,0 +1,427 @@
+"""Benchmark: transcript ingest against a raw baseline, idle ticks, memory, store growth.
+
+Generates Claude-Code- and Codex-style transcript corpora (half the bytes each, lines
+shaped like the real formats, 40 project folders with real ``.git/config`` files),
+then measures, each in a child process of its own so its peak RSS is its own:
+
+* raw: read every line, msgspec-decode the fields a source uses, and one
+  ``executemany`` of the same columns into a plain table (no index), one
+  transaction: the floor any ingest is compared with;
+* hostcore: a Host with the claude-code and codex sources draining the corpora as
+  ``run --once`` does (ticks while work is pending): rows/s, MB/s, the ratio to
+  raw (target >= 0.6x) and peak RSS;
+* the nothing-new tick: ``host.tick()`` with nothing appended, over 30 files and
+  over 2,400 (target <= 10 ms per 1,000 unchanged files);
+* 1.7 M tiny Claude Code lines in one file, ingested by one ``run --once``-style
+  drain: peak RSS (target < 200 MiB, whatever the line count);
+* the store's append rate as it grows (20,000-row batches of transcript-like rows):
+  at 0 rows, and at 1 M and 2 M rows (10 M with --full), with the page cache the
+  store sets and with SQLite's default 2 MiB, which shows why appends slow down.
+
+Sizes: 100 MB of transcripts by default, 1 GB with ``--full``, 4 MB with ``--quick``
+(which also uses 100,000 tiny lines and a 200,000-row store).
+
+Usage: ``python benchmarks/ingest.py [--quick | --full] [--mb N] [--dir PATH]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+PROJECTS = 40
+REMOTE = "https://github.com/acme/project-{n}.git"
+TINY_LINES = 1_700_000
+IDLE_FILES = (30, 2_400)
+IDLE_TICKS = 15
+APPEND_BATCH = 20_000
+TARGET_RATIO = 0.6
+TARGET_IDLE_MS_PER_1000 = 10.0
+TARGET_TINY_MIB = 200.0
+
+# -- corpora --------------------------------------------------------------------
+
+
+def project(base: Path, n: int) -> Path:
+    """A project folder with a real git config (what the remote lookup reads)."""
+    folder = base / "work" / f"project-{n:02d}"
+    (folder / ".git").mkdir(parents=True, exist_ok=True)
+    (folder / ".git" / "config").write_text(
+        '[core]\n\trepositoryformatversion = 0\n[remote "origin"]\n'
+        f"\turl = {REMOTE.format(n=n)}\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n")
+    return folder
+
+
+def text_of(rng: random.Random) -> str:
+    # Most lines are short; some carry a tool's long output.
+    size = rng.choice([40, 80, 200, 400, 800, 3_000])
+    return "".join(rng.choice("abcdefghij klmnop\n\"\\") for _ in range(size // 4)) * 4
+
+
+def claude_corpus(base: Path, target_bytes: int, rng: random.Random, *,
+                  files: int | None = None) -> int:
+    """Claude Code sessions under ``base/home/.claude/projects``; returns lines written."""
+    written = lines = 0
+    session = 0
+    projects = [project(base, n) for n in range(PROJECTS)]
+    while written < target_bytes and (files is None or session < files):
+        cwd = projects[session % PROJECTS]
+        folder = base / "home" / ".claude" / "projects" / str(cwd).replace("/", "-")
+        folder.mkdir(parents=True, exist_ok=True)
+        sid = f"{session:08d}-cafe-4bad-beef-{rng.getrandbits(48):012x}"
+        out = []
+        for i in range(rng.randrange(20, 400) if files is None else 5):
+            if i % 33 == 0:
+                out.append({"type": "summary", "summary": "Work in progress", "leafUuid": "x"})
+                continue
+            role = "user" if i % 2 else "assistant"
+            out.append({"parentUuid": None, "isSidechain": False, "userType": "external",
+                        "cwd": str(cwd), "sessionId": sid, "version": "2.0.61",
+                        "gitBranch": "main", "type": role,
+                        "message": {"role": role, "content": text_of(rng)},
+                        "uuid": f"{sid[:8]}-{i:04d}-{rng.getrandbits(64):016x}",
+                        "timestamp": f"2025-07-28T22:{i // 60 % 60:02d}:{i % 60:02d}."
+                                     f"{rng.randrange(1000):03d}Z"})
+        data = "".join(json.dumps(line) + "\n" for line in out).encode()
+        (folder / f"{sid}.jsonl").write_bytes(data)
+        written += len(data)
+        lines += len(out)
+        session += 1
+    return lines
+
+
+def codex_corpus(base: Path, target_bytes: int, rng: random.Random) -> int:
+    """Codex rollouts under ``base/home/.codex/sessions``; returns lines written."""
+    written = lines = 0
+    session = 0
+    while written < target_bytes:
+        n = session % PROJECTS
+        cwd = project(base, n)
+        day = base / "home" / ".codex" / "sessions" / "2025" / "09" / f"{session % 28 + 1:02d}"
+        day.mkdir(parents=True, exist_ok=True)
+        sid = f"0199{session:08d}-{rng.getrandbits(64):016x}"
+        out: list[dict[str, Any]] = [{
+            "timestamp": "2025-09-14T10:00:00.000Z", "type": "session_meta",
+            "payload": {"id": sid, "timestamp": "2025-09-14T10:00:00.000Z", "cwd": str(cwd),
+                        "originator": "codex_cli_rs", "cli_version": "0.36.0",
+                        "instructions": "Be helpful. " * 40,
+                        "git": {"commit_hash": "a" * 40, "branch": "main",
+                                "repository_url": REMOTE.format(n=n)}}}]
+        for i in range(rng.randrange(20, 400)):
+            kind = "turn_context" if i % 50 == 0 else rng.choice(["response_item", "event_msg"])
+            payload: dict[str, Any] = (
+                {"cwd": str(cwd), "approval_policy": "on-request", "model": "gpt-5"}
+                if kind == "turn_context" else
+                {"type": "message", "role": "assistant",
+                 "content": [{"type": "output_text", "text": text_of(rng)}]})
+            out.append({"timestamp": f"2025-09-14T10:{i // 60 % 60:02d}:{i % 60:02d}."
+                                     f"{rng.randrange(1000):03d}Z",
+                        "type": kind, "payload": payload})
+        data = "".join(json.dumps(line) + "\n" for line in out).encode()
+        (day / f"rollout-2025-09-14T10-00-00-{sid}.jsonl").write_bytes(data)
+        written += len(data)
+        lines += len(out)
+        session += 1
+    return lines
+
+
+def tiny_corpus(base: Path, lines: int) -> int:
+    """One Claude Code file of ``lines`` tiny lines; returns its size in bytes."""
+    folder = base / "home" / ".claude" / "projects" / "-tiny"
+    folder.mkdir(parents=True)
+    path = folder / "tiny.jsonl"
+    with path.open("w") as handle:
+        for start in range(0, lines, 100_000):
+            handle.write("".join(
+                f'{{"type":"user","cwd":"/w","sessionId":"t","uuid":"{i}",'
+                f'"timestamp":"2025-07-28T22:54:41.466Z"}}\n'
+                for i in range(start, min(lines, start + 100_000))))
+    return path.stat().st_size
+
+
+def corpus_bytes(base: Path) -> int:
+    return sum(p.stat().st_size for p in (base / "home").rglob("*.jsonl"))
+
+
+# -- child measurements (each in a process of its own) --------------------------------
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def make_host(base: Path, root: Path) -> Any:
+    import hostcore_claude_code.plugin as claude_plugin
+    import hostcore_codex.plugin as codex_plugin
+
+    from hostcore.host import Host
+
+    home = str(base / "home")
+    return Host(root=root, plugins=[claude_plugin, codex_plugin], load_entrypoints=False,
+                config={"plugins": {"claude-code": {"home": home}, "codex": {"home": home}}},
+                env={})
+
+
+def drain(host: Any) -> tuple[int, int]:
+    """Tick while work is pending, as ``run --once`` does; returns (rows, ticks)."""
+    from hostcore.tick import drain as drain_ticks
+
+    reports = drain_ticks(host, budget_seconds=86_400)
+    assert all(r.ok for r in reports), [r.failed for r in reports]
+    return sum(r.count("ingest", "rows") for r in reports), len(reports)
+
+
+class ClaudeFields(msgspec.Struct, rename="camel"):
+    type: str = ""
+    cwd: str | None = None
+    session_id: str | None = None
+    timestamp: str = ""
+    uuid: str | None = None
+    git_branch: str | None = None
+
+
+class CodexFields(msgspec.Struct):
+    timestamp: str = ""
+    type: str = ""
+    payload: msgspec.Raw = msgspec.Raw()
+
+
+def child_raw(base: Path, db_path: Path) -> dict[str, Any]:
+    """Read lines, decode the fields, one executemany into a plain table."""
+    claude = msgspec.json.Decoder(ClaudeFields)
+    codex = msgspec.json.Decoder(CodexFields)
+    started = time.perf_counter()
+    rows: list[tuple[Any, ...]] = []
+    for path in sorted((base / "home").rglob("*.jsonl")):
+        decoder: Any = codex if path.name.startswith("rollout-") else claude
+        with path.open("rb") as handle:
+            for line in handle:
+                record = decoder.decode(line)
+                rows.append((1, 1, getattr(record, "session_id", "") or "", record.timestamp,
+                             "", '{"type":"' + record.type + '"}',
+                             getattr(record, "uuid", None)))
+    db = sqlite3.connect(db_path, isolation_level=None)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("PRAGMA synchronous = NORMAL")
+    db.execute("CREATE TABLE raw (position INTEGER PRIMARY KEY, part INTEGER, scope INTEGER, "
+               "session_id TEXT, ts TEXT, git_remote TEXT, payload TEXT, key TEXT)")
+    db.execute("BEGIN")
+    db.executemany("INSERT INTO raw (part, scope, session_id, ts, git_remote, payload, key) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+    db.execute("COMMIT")
+    db.close()
+    return {"seconds": time.perf_counter() - started, "rows": len(rows),
+            "peak_mib": peak_rss_mib()}
+
+
+def child_hostcore(base: Path, root: Path) -> dict[str, Any]:
+    host = make_host(base, root)
+    try:
+        started = time.perf_counter()
+        rows, ticks = drain(host)
+        seconds = time.perf_counter() - started
+    finally:
+        host.close()
+    return {"seconds": seconds, "rows": rows, "ticks": ticks, "peak_mib": peak_rss_mib()}
+
+
+def child_idle(base: Path, root: Path) -> dict[str, Any]:
+    """A tick, and the ingest step alone, with nothing new; and the floor: one
+    ``stat`` of every transcript file, which no skip-by-stat read can go below."""
+    from hostcore.evidence.transcripts import ReadCounts, list_files
+
+    host = make_host(base, root)
+    try:
+        drain(host)
+        worker = next(w for w in host.workers if w.name == "ingest")
+        ticks, steps, cpu = [], [], []
+        for _ in range(IDLE_TICKS):
+            started = time.perf_counter()
+            report = host.tick()
+            ticks.append(time.perf_counter() - started)
+            assert report.count("ingest", "rows") == 0
+            started, used = time.perf_counter(), time.process_time()
+            with host.step_lock():
+                worker.run(host)
+            steps.append(time.perf_counter() - started)
+            cpu.append(time.process_time() - used)
+        paths = [path for _, path in list_files(
+            base / "home" / ".claude", ("projects/*/*.jsonl",), ReadCounts())]
+        floor = []
+        for _ in range(IDLE_TICKS):
+            started = time.perf_counter()
+            for path in paths:
+                os.stat(path)
+            floor.append(time.perf_counter() - started)
+    finally:
+        host.close()
+    return {"tick_ms": statistics.median(ticks) * 1000,
+            "step_ms": statistics.median(steps) * 1000,
+            "step_cpu_ms": statistics.median(cpu) * 1000,
+            "stat_floor_ms": statistics.median(floor) * 1000}
+
+
+def child_tiny(base: Path, root: Path) -> dict[str, Any]:
+    host = make_host(base, root)
+    try:
+        started = time.perf_counter()
+        rows, ticks = drain(host)
+        seconds = time.perf_counter() - started
+    finally:
+        host.close()
+    return {"seconds": seconds, "rows": rows, "ticks": ticks, "peak_mib": peak_rss_mib()}
+
+
+def child_append(db_path: Path, rows: int, cache: str) -> dict[str, Any]:
+    """Append rates (rows/s over a few batches) as the store grows to ``rows``."""
+    import hostcore.evidence.store as store_module
+    from hostcore.evidence.store import EvidenceRow, Store
+
+    if cache == "sqlite-default":
+        store_module.WRITER_CACHE_KIB = 2_000
+    store = Store(db_path)
+    rng = random.Random(7)
+    marks = sorted({0, rows // 2, rows})
+    rates: dict[int, float] = {}
+    filled = 0
+
+    def batch() -> list[EvidenceRow]:
+        return [EvidenceRow(partition="claude-code", source_id="claude-code",
+                            session_id=f"s-{filled // 300}", ts="2025-07-28T22:54:41.466Z",
+                            directory=f"/work/project-{rng.randrange(PROJECTS)}",
+                            git_remote=REMOTE.format(n=rng.randrange(PROJECTS)),
+                            payload={"type": "user", "branch": "main"},
+                            key=f"{rng.getrandbits(64):016x}:{rng.getrandbits(64):016x}")
+                for _ in range(APPEND_BATCH)]
+
+    try:
+        for mark in marks:
+            while filled < mark:
+                store.append(batch())
+                filled += APPEND_BATCH
+            measured = [batch() for _ in range(3)]
+            started = time.perf_counter()
+            for rows_ in measured:
+                store.append(rows_)
+            rates[mark] = 3 * APPEND_BATCH / (time.perf_counter() - started)
+            filled += 3 * APPEND_BATCH
+    finally:
+        store.close()
+    return {"rates": rates, "bytes": db_path.stat().st_size}
+
+
+CHILDREN = {"raw": child_raw, "hostcore": child_hostcore, "idle": child_idle,
+            "tiny": child_tiny}
+
+
+def run_child(mode: str, *args: str) -> dict[str, Any]:
+    done = subprocess.run([sys.executable, __file__, "--child", mode, *args],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{mode} child failed:\n{done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+# -- the run ----------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="4 MB, 100,000 tiny lines")
+    parser.add_argument("--full", action="store_true", help="1 GB, a 10 M-row store")
+    parser.add_argument("--mb", type=float, default=None, help="corpus size in MB")
+    parser.add_argument("--dir", type=Path, default=None, help="where to build (a temp dir)")
+    parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        mode, *rest = args.child
+        if mode == "append":
+            result = child_append(Path(rest[0]), int(rest[1]), rest[2])
+        else:
+            result = CHILDREN[mode](*map(Path, rest))
+        print(json.dumps(result))
+        return 0
+
+    mb = args.mb or (4 if args.quick else 1_000 if args.full else 100)
+    tiny = 100_000 if args.quick else TINY_LINES
+    store_rows = 200_000 if args.quick else 10_000_000 if args.full else 2_000_000
+    work = Path(tempfile.mkdtemp(prefix="hostcore-ingest-bench-", dir=args.dir))
+    rng = random.Random(17)
+    try:
+        corpus = work / "corpus"
+        started = time.perf_counter()
+        lines = claude_corpus(corpus, int(mb * 1e6 / 2), rng)
+        lines += codex_corpus(corpus, int(mb * 1e6 / 2), rng)
+        size = corpus_bytes(corpus)
+        files = sum(1 for _ in (corpus / "home").rglob("*.jsonl"))
+        print(f"corpus: {size / 1e6:,.1f} MB, {lines:,} lines in {files:,} files "
+              f"(built in {time.perf_counter() - started:.1f} s)")
+
+        raw = run_child("raw", str(corpus), str(work / "raw.sqlite3"))
+        ours = run_child("hostcore", str(corpus), str(work / "root"))
+        raw_rate, our_rate = raw["rows"] / raw["seconds"], ours["rows"] / ours["seconds"]
+        print(f"raw baseline: {raw['rows']:>10,} rows in {raw['seconds']:6.2f} s = "
+              f"{raw_rate:>9,.0f} rows/s, {size / 1e6 / raw['seconds']:6.1f} MB/s, "
+              f"peak RSS {raw['peak_mib']:.0f} MiB")
+        print(f"hostcore:     {ours['rows']:>10,} rows in {ours['seconds']:6.2f} s = "
+              f"{our_rate:>9,.0f} rows/s, {size / 1e6 / ours['seconds']:6.1f} MB/s, "
+              f"peak RSS {ours['peak_mib']:.0f} MiB, {ours['ticks']} tick(s)")
+        ratio = our_rate / raw_rate
+        print(f"ingest/raw: {ratio:.2f}x rows/s (target >= {TARGET_RATIO}x) "
+              f"{'PASS' if ratio >= TARGET_RATIO else 'MISS'}")
+
+        for count in IDLE_FILES:
+            idle = work / f"idle-{count}"
+            claude_corpus(idle, 1 << 62, random.Random(count), files=count)
+            found = run_child("idle", str(idle), str(work / f"idle-root-{count}"))
+            per_1000 = found["step_ms"] * 1000 / count
+            cpu_1000 = found["step_cpu_ms"] * 1000 / count
+            verdict = "PASS" if min(per_1000, cpu_1000) <= TARGET_IDLE_MS_PER_1000 else "MISS"
+            print(f"nothing-new tick over {count:,} files: tick {found['tick_ms']:.2f} ms, "
+                  f"ingest step {found['step_ms']:.2f} ms wall / {found['step_cpu_ms']:.2f} ms "
+                  f"CPU = {per_1000:.2f} / {cpu_1000:.2f} ms per 1,000 files (target <= "
+                  f"{TARGET_IDLE_MS_PER_1000:g}) {verdict}; ratio to a bare stat of each "
+                  f"file {found['step_ms'] / found['stat_floor_ms']:.2f}x")
+
+        tiny_dir = work / "tiny"
+        tiny_size = tiny_corpus(tiny_dir, tiny)
+        found = run_child("tiny", str(tiny_dir), str(work / "tiny-root"))
+        verdict = "PASS" if found["peak_mib"] < TARGET_TINY_MIB else "MISS"
+        print(f"{tiny:,} tiny lines ({tiny_size / 1e6:.0f} MB): {found['rows']:,} rows in "
+              f"{found['seconds']:.1f} s, {found['ticks']} tick(s), peak RSS "
+              f"{found['peak_mib']:.0f} MiB (target < {TARGET_TINY_MIB:g}) {verdict}")
+
+        for cache in ("store", "sqlite-default"):
+            grown = run_child("append", str(work / f"append-{cache}.sqlite3"),
+                              str(store_rows), cache)
+            rates = {int(k): v for k, v in grown["rates"].items()}
+            first = rates[0]
+            shown = ", ".join(f"{rows / 1e6:g} M rows: {rate:,.0f} rows/s "
+                              f"({first / rate:.2f}x slower)" if rows else
+                              f"empty: {rate:,.0f} rows/s" for rows, rate in rates.items())
+            print(f"append as the store grows ({cache} cache): {shown}; "
+                  f"file {grown['bytes'] / 1e6:,.0f} MB")
+            (work / f"append-{cache}.sqlite3").unlink()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("HOSTCORE_LOAD_PLUGINS", "")
+    raise SystemExit(main())

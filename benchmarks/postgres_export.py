@@ -7,7 +7,9 @@ and in the same run measures:
 1. raw: the same rows, read once from the seam into memory, COPYed (binary) by
    psycopg into an identical table, one transaction per 10,000 rows (the baseline);
 2. export: ``Exporter.run()`` (the engine of ``hostcore export``) pushing every row
-   into a fresh schema, as rows/s and as a ratio to (1). Goal >= 0.5x;
+   into empty tables, as rows/s and as a ratio to (1). Goal >= 0.5x. Then what
+   the rows take on disk, and the same rows INSERTed by psycopg's pipelined
+   ``executemany`` instead of COPY (why the destination uses COPY);
 3. memory: ``hostcore export`` as a real process at two sizes (100,000 and
    1,000,000 rows); its peak RSS at each, and their ratio (flat: about 1.0x);
 4. fleet: 4 hosts (processes, stores of their own) exporting at once into one
@@ -103,20 +105,25 @@ def forget(root: Path) -> None:
     (root / "cache" / "refs.json").unlink(missing_ok=True)
 
 
+def raw_table(conn: psycopg.Connection[Any]) -> None:
+    """raw.rows: the destination's rows table, by hand."""
+    conn.execute("CREATE SCHEMA raw")
+    conn.execute("CREATE TABLE raw.rows (stream text NOT NULL, origin text NOT NULL, "
+                 "position bigint NOT NULL, partition text NOT NULL, source_id text NOT "
+                 "NULL, session_id text NOT NULL, ts text NOT NULL, directory text NOT "
+                 "NULL, git_remote text NOT NULL, payload json NOT NULL, key text, "
+                 "pushed_at timestamp with time zone NOT NULL DEFAULT now(), "
+                 "PRIMARY KEY (stream, origin, position))")
+    conn.execute("CREATE INDEX ON raw.rows USING brin (pushed_at)")
+    conn.commit()
+
+
 def raw_rate(dsn: str, rows: list[tuple[Any, ...]]) -> float:
     """Seconds psycopg takes to COPY ``rows`` (binary, 10,000 per transaction)."""
     reset(dsn)
     with psycopg.connect(dsn) as conn:
         conn.adapters.register_dumper(None, RawJson)
-        conn.execute("CREATE SCHEMA raw")
-        conn.execute("CREATE TABLE raw.rows (stream text NOT NULL, origin text NOT NULL, "
-                     "position bigint NOT NULL, partition text NOT NULL, source_id text NOT "
-                     "NULL, session_id text NOT NULL, ts text NOT NULL, directory text NOT "
-                     "NULL, git_remote text NOT NULL, payload json NOT NULL, key text, "
-                     "pushed_at timestamp with time zone NOT NULL DEFAULT now(), "
-                     "PRIMARY KEY (stream, origin, position))")
-        conn.execute("CREATE INDEX ON raw.rows USING brin (pushed_at)")
-        conn.commit()
+        raw_table(conn)
         started = time.perf_counter()
         for start in range(0, len(rows), BATCH_ROWS):
             with conn.cursor() as cursor, cursor.copy(
@@ -124,6 +131,23 @@ def raw_rate(dsn: str, rows: list[tuple[Any, ...]]) -> float:
                 copy.set_types(COPY_TYPES)
                 for row in rows[start:start + BATCH_ROWS]:
                     copy.write_row(row)
+            conn.commit()
+        return time.perf_counter() - started
+
+
+def insert_rate(dsn: str, rows: list[tuple[Any, ...]]) -> float:
+    """Seconds psycopg takes to INSERT ``rows`` with executemany (pipeline mode),
+    10,000 per transaction: the alternative to COPY."""
+    reset(dsn)
+    with psycopg.connect(dsn) as conn:
+        raw_table(conn)
+        text_rows = [(*row[:9], row[9].decode(), row[10]) for row in rows]
+        started = time.perf_counter()
+        for start in range(0, len(rows), BATCH_ROWS):
+            with conn.cursor() as cursor:
+                cursor.executemany(f"INSERT INTO raw.rows ({COPY_COLUMNS}) VALUES "
+                                   "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::json, %s)",
+                                   text_rows[start:start + BATCH_ROWS])
             conn.commit()
         return time.perf_counter() - started
 
@@ -216,12 +240,20 @@ def main() -> None:
             export_runs.append(export_rate(work / "rate", dsn))
         raw_s = min(raw_runs)
         pushed, export_s = min(export_runs, key=lambda run: run[1])
+        with psycopg.connect(dsn) as conn:  # what the last export left
+            disk, count = conn.execute("SELECT pg_total_relation_size('hostcore.rows'), "
+                                       "(SELECT count(*) FROM hostcore.rows)").fetchone()
+        inserted_s = insert_rate(dsn, copy_rows)
         del copy_rows
         print(f"raw COPY:    {rows:>10,} rows in {raw_s:6.2f} s = {rows / raw_s:>10,.0f} rows/s "
               f"(psycopg, binary, {BATCH_ROWS:,} per transaction; best of {args.repeat})")
         print(f"export:      {pushed:>10,} rows in {export_s:6.2f} s = "
               f"{pushed / export_s:>10,.0f} rows/s (best of {args.repeat})")
         print(f"export/raw:  {(pushed / export_s) / (rows / raw_s):.2f}x (goal >= 0.5x)")
+        print(f"inserts:     {rows:>10,} rows in {inserted_s:6.2f} s = "
+              f"{rows / inserted_s:>10,.0f} rows/s (executemany, pipelined); COPY/inserts "
+              f"ratio {inserted_s / raw_s:.1f}")
+        print(f"on disk:     {disk / count:,.0f} bytes per row (table, TOAST and indexes)")
 
         peaks = {}
         for size in (small, large):

@@ -306,7 +306,10 @@ class PostgresDestination:
             raise self._failed(PostgresDestinationError("refused", reason))
         assert self._dsn is not None, "availability() checked the dsn"
         try:
-            conn = psycopg.connect(self._dsn, autocommit=True, **_connect_defaults(self._dsn))
+            # prepare_threshold=None: no server-side prepared statements, so a
+            # transaction-pooling PgBouncer in front of the server works (docs/fleet.md).
+            conn = psycopg.connect(self._dsn, autocommit=True, prepare_threshold=None,
+                                   **_connect_defaults(self._dsn))
         except psycopg.Error as exc:
             raise self._failed(explain_connect(exc)) from None
         conn.adapters.register_dumper(None, _raw_json_dumper())

@@ -102,7 +102,10 @@ COLUMNS: Mapping[str, Mapping[str, str]] = {
              "git_remote": "text", "payload": "json", "key": "text",
              "pushed_at": "timestamp with time zone"},
 }
-# The primary keys that make a rerun unable to duplicate a row or a ref.
+# The primary keys that make a rerun unable to duplicate a row or a ref. A key
+# with more columns is accepted: a table partitioned by month must add its
+# partition column (docs/fleet.md); the refs position, locked in the push's
+# transaction, is what drops rows already held.
 PRIMARY_KEYS: Mapping[str, tuple[str, ...]] = {
     "refs": ("stream", "origin"),
     "rows": ("stream", "origin", "position"),
@@ -224,10 +227,10 @@ def check_tables(conn: psycopg.Connection[tuple[Any, ...]], schema: str) -> None
             if column not in expected and required:
                 _altered(schema, table, f"has a column {column} that is NOT NULL without a "
                                         "default, so no insert can succeed")
-    keys: dict[str, tuple[str, ...]] = {
-        str(t): tuple(k) for t, k in conn.execute(_PRIMARY_KEYS_SQL, (schema,))}
+    keys: dict[str, set[str]] = {
+        str(t): set(k) for t, k in conn.execute(_PRIMARY_KEYS_SQL, (schema,))}
     for table, key in PRIMARY_KEYS.items():
-        if keys.get(table) != key:
+        if not set(key) <= keys.get(table, set()):
             _altered(schema, table, f"lacks its primary key ({', '.join(key)})")
 
 

@@ -96,7 +96,7 @@ def explain(exc: psycopg.Error, *, broken: bool, during: str) -> PostgresDestina
     if state[:2] == "22":
         return PostgresDestinationError("bad_row", f"the server refused a value during "
                                         f"{during} ({said}); nothing of it was written")
-    if state[:2] == "23":
+    if state == "23505":  # unique_violation: rows past the position refs records
         return PostgresDestinationError(
             "refused", f"the database already holds a row past the position its refs table "
             f"records ({said}): refs was edited by hand; nothing was written")

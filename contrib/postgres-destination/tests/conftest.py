@@ -62,7 +62,7 @@ class Pg:
         import psycopg
 
         with psycopg.connect(dsn or self.dsn, autocommit=True) as conn:
-            cursor = conn.execute(statement, params)  # type: ignore[arg-type]
+            cursor = conn.execute(statement, params or None)  # type: ignore[arg-type]
             return cursor.fetchall() if cursor.description else []
 
     def held(self, origin: str, stream: str = "main", schema: str = "hostcore") -> list[int]:

@@ -16,23 +16,34 @@ from hostcore_postgres.errors import PostgresDestinationError
 from hostcore.export.batch import ExportBatch, ExportRow
 from hostcore.export.ref import Ref
 
-DOC = Path(__file__).resolve().parents[3] / "docs" / "postgres.md"
+DOCS = Path(__file__).resolve().parents[3] / "docs"
+DOC, FLEET = DOCS / "postgres.md", DOCS / "fleet.md"
 PASSWORD = "machine-pw-1"
 _roles = itertools.count()
 
 
-def sql_block(first_line: str) -> str:
-    """The ```sql block of docs/postgres.md whose first line is ``first_line``."""
-    for block in re.findall(r"```sql\n(.*?)```", DOC.read_text("utf-8"), re.DOTALL):
+def sql_block(first_line: str, doc: Path = DOC) -> str:
+    """The ```sql block of ``doc`` whose first line is ``first_line``."""
+    for block in re.findall(r"```sql\n(.*?)```", doc.read_text("utf-8"), re.DOTALL):
         lines = [line.strip() for line in block.splitlines()]
         if lines and lines[0] == first_line:
-            return "\n".join(lines)
-    raise AssertionError(f"docs/postgres.md has no sql block starting {first_line!r}")
+            return "\n".join(block.splitlines())
+    raise AssertionError(f"{doc.name} has no sql block starting {first_line!r}")
 
 
 def statements(block: str) -> list[str]:
-    return [s.strip() for s in block.split(";") if s.strip()
-            and not all(line.startswith("--") for line in s.strip().splitlines())]
+    """The block's statements: split at each ``;`` ending a line, except inside ``$$``."""
+    found, current = [], []
+    for line in block.splitlines():
+        if not current and (not line.strip() or line.strip().startswith("--")):
+            continue
+        current.append(line)
+        text = "\n".join(current)
+        if line.rstrip().endswith(";") and text.count("$$") % 2 == 0:
+            found.append(text.strip().rstrip(";"))
+            current = []
+    assert not current, f"an unterminated statement: {current}"
+    return found
 
 
 def batch(*positions: int, origin: str = "doc-origin", **fields: object) -> ExportBatch:
@@ -132,3 +143,57 @@ def test_the_example_queries_answer_what_left_which_machine_when(pg, machine):
     assert [(m, n) for m, _, n in per_day] == [(machine.role, 3)]
     assert sorted((s, n) for s, _, n, _ in sessions) == [("s0", 1), ("s1", 2)]
     assert odd == [("postgres", "owner", "")], "the owner's store published no context"
+
+
+def test_rows_partitioned_by_month_as_fleet_md_prints_them_take_pushes_and_retention(pg):
+    """The schema of postgres.md with fleet.md's partitioned rows table, the monthly job
+    that creates partitions, pushes through the destination, then the retention job."""
+    partitioned = statements(sql_block("-- rows partitioned by month", FLEET))
+    for statement in statements(sql_block("-- schema version 1")):
+        if statement.startswith("CREATE TABLE hostcore.rows"):
+            for replacement in partitioned:
+                pg.query(replacement)
+        elif not statement.startswith("CREATE INDEX rows_pushed_at"):
+            pg.query(statement)
+    for job in statements(sql_block("-- monthly: create this month's and next month's "
+                                    "partitions", FLEET)):
+        pg.query(job)
+    pg.query("CREATE TABLE hostcore.rows_2020_01 PARTITION OF hostcore.rows "
+             "FOR VALUES FROM ('2020-01-01') TO ('2020-02-01')")
+    pg.query("INSERT INTO hostcore.rows VALUES ('main', 'old', 1, 'p', 's', 's', 't', '/w', "
+             "'', '{}', NULL, '2020-01-15')")
+    destination = PostgresDestination(pg.dsn)
+    try:
+        assert destination.push(batch(1, 2, 3)).content == 3
+        assert destination.push(batch(2, 3, 4)).content == 4
+    finally:
+        destination.close()
+    assert pg.held("doc-origin") == [1, 2, 3, 4]
+    ((partition,),) = pg.query("SELECT DISTINCT tableoid::regclass::text FROM hostcore.rows "
+                               "WHERE origin = 'doc-origin'")
+    assert partition.startswith("hostcore.rows_2")
+
+    for job in statements(sql_block("-- monthly: drop the months past retention "
+                                    "(13 months here)", FLEET)):
+        pg.query(job)
+    assert pg.query("SELECT count(*) FROM hostcore.rows WHERE origin = 'old'") == [(0,)]
+    assert pg.query("SELECT to_regclass('hostcore.rows_2020_01')") == [(None,)]
+    assert pg.held("doc-origin") == [1, 2, 3, 4]
+
+
+def test_a_push_with_no_partition_for_its_month_is_one_line_and_writes_nothing(pg):
+    for statement in statements(sql_block("-- schema version 1")):
+        if statement.startswith("CREATE TABLE hostcore.rows"):
+            for replacement in statements(sql_block("-- rows partitioned by month", FLEET)):
+                pg.query(replacement)
+        elif not statement.startswith("CREATE INDEX rows_pushed_at"):
+            pg.query(statement)
+    destination = PostgresDestination(pg.dsn)
+    try:
+        with pytest.raises(PostgresDestinationError) as raised:
+            destination.push(batch(1))
+        assert raised.value.kind == "refused"
+        assert "no partition of relation" in str(raised.value)
+        assert destination.published("main", "doc-origin").content == 0
+    finally:
+        destination.close()

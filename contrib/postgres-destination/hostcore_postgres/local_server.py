@@ -50,6 +50,19 @@ def find_binaries() -> Path | None:
     return None
 
 
+def _server_account() -> pwd.struct_passwd | None:
+    """The account the server runs as when this process is root (initdb refuses root);
+    None when it runs as this process's user."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        return pwd.getpwnam(SUPERUSER)
+    except KeyError:
+        raise RuntimeError(f"running as root, the server must run as the {SUPERUSER!r} user "
+                           "(initdb refuses root), and there is none: install Debian's "
+                           "postgresql package, which creates it") from None
+
+
 def _version_key(name: str) -> tuple[int, ...]:
     return tuple(int(part) for part in name.split(".") if part.isdigit())
 
@@ -83,13 +96,16 @@ class LocalServer:
     def create(self) -> LocalServer:
         """initdb a new cluster in a fresh temporary folder (a short path: socket
         paths are limited to about 100 bytes)."""
+        account = _server_account()
         self.folder = Path(tempfile.mkdtemp(prefix="hcpg-", dir="/tmp"))
-        if os.geteuid() == 0:
-            account = pwd.getpwnam(SUPERUSER)
+        if account is not None:
             os.chown(self.folder, account.pw_uid, account.pw_gid)
         self._run("initdb", "-D", str(self.data_dir), "-U", SUPERUSER, "-E", "UTF8",
                   "--no-locale", "--no-sync", "--auth-local=trust", "--auth-host=reject")
-        self._as_owner(["sh", "-c", f"cat > {self.data_dir / 'pg_hba.conf'}"], _HBA)
+        hba = self.data_dir / "pg_hba.conf"
+        hba.write_text(_HBA)
+        if account is not None:
+            os.chown(hba, account.pw_uid, account.pw_gid)
         return self
 
     def start(self) -> None:
@@ -139,13 +155,13 @@ class LocalServer:
         return self.dsn(name)
 
     def _run(self, tool: str, *args: str) -> None:
-        self._as_owner([str(self.bindir / tool), *args], None)
+        self._as_owner([str(self.bindir / tool), *args])
 
-    def _as_owner(self, argv: list[str], stdin: str | None) -> None:
+    def _as_owner(self, argv: list[str]) -> None:
         if os.geteuid() == 0:
             argv = ["runuser", "-u", SUPERUSER, "--", *argv]
-        result = subprocess.run(argv, input=stdin, capture_output=True, text=True,
-                                cwd=self.socket_dir, check=False)
+        result = subprocess.run(argv, capture_output=True, text=True, cwd=self.socket_dir,
+                                check=False)
         if result.returncode != 0:
             log = self.log_file.read_text("utf-8", "replace")[-2000:] if (
                 self.log_file.exists()) else ""

@@ -190,3 +190,9 @@ def test_sslmode_reaches_the_connection_unchanged(pg, mode):
         assert destination._conn.info.get_parameters()["sslmode"] == mode
     finally:
         destination.close()
+
+
+def test_the_cache_key_names_the_place_never_the_role_or_password():
+    destination = PostgresDestination(
+        "host=/run/db port=6432 dbname=fleet user=machine_042 password=hunter2", schema="team")
+    assert destination.key == "postgres:/run/db:6432/fleet#team"

@@ -169,3 +169,13 @@ def test_a_first_contact_with_a_governed_destination_does_not_overwrite(host, ou
     assert summary.carried == ["context", "decisions"]  # the rest is written, create-only
     assert summary.rows == ROWS
     assert published_identities(host, outbox)["terms"] == "e" * 64
+
+
+def test_destination_changed_pickles_with_what_it_found():
+    import pickle
+
+    changed = pickle.loads(pickle.dumps(DestinationChanged("inst-a", "inst-b", 40, 12)))
+    assert (changed.expected, changed.found, changed.after, changed.held) == (
+        "inst-a", "inst-b", 40, 12)
+    assert "another instance" in str(changed)
+    assert "removed during the push" in str(DestinationChanged("inst-a", "", 40, -1))

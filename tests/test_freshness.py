@@ -158,3 +158,26 @@ def test_a_forked_child_starts_without_the_parents_baseline(tmp_path):
     child.join(timeout=60)
     assert queue.get(timeout=5) == []  # the child's first check: nothing to report
     assert tracker.check() == ["context"]  # the parent still reports its own, once
+
+
+def test_a_move_by_another_writer_is_reported_after_the_exports_next_contact(make_host,
+                                                                             tmp_path):
+    import json
+
+    import hostcore_directory_destination.plugin as directory_plugin
+
+    from hostcore.evidence.store import EvidenceRow
+    from hostcore.export.exporter import Exporter, select_destination
+
+    outbox = tmp_path / "outbox"
+    host = make_host(directory_plugin, config={
+        "plugins": {"directory-destination": {"path": str(outbox)}}})
+    host.store.append([EvidenceRow(partition="p", source_id="s", directory="/w", payload={})])
+    Exporter(host, select_destination(host)).run()
+    assert host.freshness.check() == []  # the baseline
+    published = outbox / "main" / host.store.instance_id / "ref.json"
+    published.write_text(json.dumps({**json.loads(published.read_text()), "terms": "e" * 64}))
+    assert host.freshness.check() == []  # no contact yet: a check never phones the destination
+    Exporter(host, select_destination(host)).run()  # the next contact sees what it publishes
+    assert host.freshness.check() == ["terms"]
+    assert host.freshness.check() == []

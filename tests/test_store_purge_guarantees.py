@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -310,3 +311,74 @@ def test_soak_a_looping_run_purges_and_policy_changes_leave_every_row_stored_or_
     finally:
         store.close()
     assert left == 0, f"purge --dir could not find every row: {by_directory}"
+
+
+# -- through the CLI -----------------------------------------------------------------
+
+
+def cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HOSTCORE_LOAD_PLUGINS": "claude-code"}
+    env.pop("HOSTCORE_ROOT", None)
+    return subprocess.run([sys.executable, "-m", "hostcore", "--root", str(root), *args],
+                          capture_output=True, text=True, env=env, timeout=120,
+                          stdin=subprocess.DEVNULL)
+
+
+def test_a_purged_transcript_copied_renamed_or_rewritten_stays_purged(tmp_path):
+    home, root = tmp_path / "home", tmp_path / "root"
+    folder = home / ".claude" / "projects" / "-w-secret"
+    folder.mkdir(parents=True)
+    transcript = folder / "s-1.jsonl"
+    transcript.write_text("".join(json.dumps({
+        "type": "user", "cwd": "/w/secret", "sessionId": "s-1", "uuid": f"u{n}",
+        "timestamp": "2025-07-28T22:54:41.466Z"}) + "\n" for n in range(10)))
+    root.mkdir(mode=0o700)
+    (root / "hostcore.toml").write_text(f'[plugins.claude-code]\nhome = "{home}"\n')
+
+    def stored() -> int:
+        report = json.loads(cli(root, "evidence", "--json").stdout)
+        return int(report["rows"])
+
+    assert cli(root, "run", "--once").returncode == 0 and stored() == 10
+    purged = cli(root, "purge", "--dir", "/w/secret", "--yes")
+    assert purged.returncode == 0, purged.stderr
+    shutil.copy(transcript, folder / "s-1-copy.jsonl")          # same bytes, new inode
+    transcript.rename(folder / "s-1-renamed.jsonl")
+    (folder / "s-2.jsonl").write_text(transcript.with_name("s-1-renamed.jsonl").read_text())
+    assert cli(root, "run", "--once").returncode == 0
+    assert stored() == 0
+    with (folder / "s-2.jsonl").open("a") as handle:               # new evidence is stored
+        handle.write(json.dumps({"type": "user", "cwd": "/w/secret", "sessionId": "s-1",
+                                 "uuid": "u-new", "timestamp": "2025-07-29T00:00:00Z"}) + "\n")
+    assert cli(root, "run", "--once").returncode == 0
+    assert stored() == 1
+
+
+def test_purge_help_says_what_a_purge_guarantees(tmp_path):
+    text = " ".join(cli(tmp_path / "root", "purge", "--help").stdout.split())
+    for promise in ("one transaction", "stays purged", "never stores it again",
+                    "New evidence is not affected", "Rows without a key"):
+        assert promise in text
+
+
+def test_readers_answer_while_a_writer_holds_the_store(tmp_path):
+    root = tmp_path / "root"
+    root.mkdir(mode=0o700)
+    store = Store(root / "store.sqlite3")
+    store.append([row(str(n)) for n in range(5)])
+    store.close()
+    writer = sqlite3.connect(root / "store.sqlite3", isolation_level=None)
+    try:
+        writer.execute("BEGIN IMMEDIATE")
+        writer.execute("UPDATE partitions SET row_count = row_count + 1000")
+        started = time.monotonic()
+        evidence = cli(root, "evidence", "--json")
+        status = cli(root, "status", "--json")
+        waited = time.monotonic() - started
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    assert evidence.returncode == 0, evidence.stderr
+    assert json.loads(evidence.stdout)["rows"] == 5, "the last committed state"
+    assert status.returncode == 0, status.stderr
+    assert waited < 30, "neither waited for the writer's busy timeout"

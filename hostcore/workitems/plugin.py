@@ -64,17 +64,18 @@ EVENTS = (
 
 
 class PollFailed(HostcoreError):
-    """A poll cycle ran but could not do all it should: a configured scope failed or
-    was interrupted, or the ledger could not be written. The message names them."""
+    """A poll cycle ran but the ledger could not be written for some provider (a full
+    disk): its cycle ended early. The message says why."""
 
 
 class PollWorker:
     """Runs a poll cycle each tick, no more often than ``[poll] interval_seconds``
     (read again from the config file each tick, so an edit takes effect at once).
 
-    The step fails (:class:`PollFailed`) when a configured scope failed or was
-    interrupted or the ledger could not be written, after the whole cycle ran; an
-    unavailable provider is reported in ``hostcore status``, not as a failure.
+    Scopes that failed or were interrupted are counted in the step's counts
+    (``scopes_failed``, ``scopes_interrupted``) and named in ``hostcore status``;
+    the step fails (:class:`PollFailed`) only when the ledger could not be
+    written, after the whole cycle ran.
     """
 
     name = "poll"
@@ -90,10 +91,9 @@ class PollWorker:
             return WorkerResult(counts={"skipped": 1})
         self._last_cycle = time.monotonic()
         summaries = host.poller.cycle()
-        failed = [f"{s.provider}: {', '.join(found)}" for s in summaries
-                  if s.available and (found := s.failures())]
+        failed = [f"{s.provider}: {s.ledger_error}" for s in summaries if s.ledger_error]
         if failed:
-            raise PollFailed(f"not every configured scope was polled: {'; '.join(failed)}")
+            raise PollFailed(f"the ledger could not be written: {'; '.join(failed)}")
         return WorkerResult(counts=_totals(summaries))
 
     def status(self) -> dict[str, Any]:
@@ -112,6 +112,8 @@ def _totals(summaries: list[PollSummary]) -> dict[str, int]:
     keys = ("listed", "new", "changed", "closures", "moved", "tracked_checks",
             "ledger_checks", "paused", "future_stamps")
     totals = {key: sum(getattr(s, key) for s in summaries) for key in keys}
+    for status in ("failed", "interrupted"):
+        totals[f"scopes_{status}"] = sum(s.scopes.get(status, 0) for s in summaries)
     totals["providers"] = len(summaries)
     totals["errors"] = sum(len(s.errors) for s in summaries)
     return totals

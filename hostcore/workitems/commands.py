@@ -40,7 +40,7 @@ def poll_command(host: Host, once: bool, as_json: bool) -> None:
     Without --once, a cycle every [poll] interval_seconds (re-read from the
     config file while it waits) until SIGINT or SIGTERM. Each cycle spends at
     most [poll] cycle_budget_seconds asking providers; a stop signal ends a cycle
-    within about two seconds (a running gh is killed).
+    within about two seconds (the gh provider kills a running gh).
 
     Keys of --json (one object per provider): provider, available, configured,
     listing, scopes, unlisted, listed, new, changed, commented, tracked_checks,

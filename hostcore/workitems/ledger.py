@@ -196,9 +196,9 @@ class Ledger:
         its stamp and its forget (the process was killed), or one under way now."""
         return self.entries(with_bits=POLL | ENDED)
 
-    def polled_unstamped(self) -> list[IndexEntry]:
-        """Unstamped records with a ``poll`` section, whoever owns them."""
-        return self.entries(with_bits=POLL, without_bits=ENDED)
+    def unstamped(self) -> list[IndexEntry]:
+        """Every record without an ``ended`` stamp, whoever owns it."""
+        return self.entries(without_bits=ENDED)
 
     def decision_members(self) -> dict[str, str]:
         """``{ref: decision_member(record)}`` for every well-formed record carrying a decision.

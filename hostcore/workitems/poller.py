@@ -446,11 +446,11 @@ class Poller:
 
     def _stranded(self, provider: Any) -> list[tuple[str, tuple[WorkItemRef, ...]]]:
         """``(scope, refs)`` for each scope (as the provider places it) of unstamped
-        polled records it does not own; the scope seen most recently first, as a
-        renamed repository's records were seen until the configuration changed."""
+        records it does not own; the scope seen most recently first, as a renamed
+        repository's records were seen until the configuration changed."""
         latest: dict[str, str] = {}
         refs: dict[str, list[WorkItemRef]] = {}
-        for entry in self.ledger.polled_unstamped():
+        for entry in self.ledger.unstamped():
             scope = _foreign_scope(provider, entry.ref)
             if scope is None:
                 continue

@@ -11,8 +11,9 @@ governance it publishes live in one ``refs`` row (see
    :func:`~hostcore.export.batch.apply_governance` against what that locked row
    holds, so a governance conflict is decided by the database's lock, not by a
    read racing a write, and raises before anything is written;
-3. ``COPY`` the rows past the position (binary format; measured 14x faster than
-   pipelined inserts), dropping those at or below it;
+3. ``COPY`` the rows past the position (binary format; measured 5 to 6.5 times
+   faster than pipelined inserts, benchmarks/postgres_export.py), dropping
+   those at or below it;
 4. update the ``refs`` row (position, identities, ``pushed_by``, ``pushed_at``);
 5. commit.
 

@@ -382,3 +382,22 @@ def test_readers_answer_while_a_writer_holds_the_store(tmp_path):
     assert json.loads(evidence.stdout)["rows"] == 5, "the last committed state"
     assert status.returncode == 0, status.stderr
     assert waited < 30, "neither waited for the writer's busy timeout"
+
+
+def test_ids_created_by_a_rolled_back_append_are_not_reused(path, monkeypatch):
+    import hostcore.evidence.store as store_module
+
+    store = Store(path)
+    try:
+        def fail(db, head):
+            raise sqlite3.OperationalError("disk I/O error")
+
+        with monkeypatch.context() as patched:
+            patched.setattr(store_module, "_count_new", fail)
+            with pytest.raises(Exception, match="disk I/O error"):
+                store.append([row("1", directory="/w/new", partition="fresh")])
+        store.append([row("2", directory="/w/new", partition="fresh")])
+        assert integrity(path) == CLEAN
+        assert readable(store) == ["2"]
+    finally:
+        store.close()

@@ -196,9 +196,10 @@ class Store:
                 db.execute("COMMIT")
             except BaseException:
                 # After a failed COMMIT (a full disk) the transaction may be over
-                # already; either way nothing of it is kept.
+                # already; either way nothing of it is kept, ids it created included.
                 with contextlib.suppress(sqlite3.Error):
                     db.execute("ROLLBACK")
+                self._ids_under = None
                 raise
 
     def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -355,7 +356,8 @@ class Store:
         return (part, scope, session, canonical(ts), remote, payload, key, row.partition)
 
     def _check_ids(self, db: sqlite3.Connection) -> None:
-        """Forget cached ids when any process purged or dropped since they were read."""
+        """Forget cached ids when any process purged or dropped since they were read,
+        or a transaction that may have created some was rolled back."""
         found = db.execute(schema.PURGE_SEQ).fetchone()
         current = None if found is None else str(found[0])
         if current != self._ids_under:

@@ -205,10 +205,11 @@ class DirectoryDestination:
         created = uuid.uuid4().hex
         fd, tmp = tempfile.mkstemp(prefix=f"{INSTANCE_FILE}.", suffix=".tmp", dir=self.path)
         try:
-            os.fchmod(fd, STATE_FILE_MODE)
-            os.write(fd, f"{created}\n".encode())
-            os.fsync(fd)
-            os.close(fd)
+            try:
+                os.write(fd, f"{created}\n".encode())
+                os.fsync(fd)
+            finally:
+                os.close(fd)
             try:
                 os.link(tmp, path)  # create-only: two first pushes agree on one id
             except FileExistsError:

@@ -151,6 +151,8 @@ class Host:
         # Called with a short line while a long step makes progress (the CLI sets
         # it when stderr is a terminal); counts only, never names or paths.
         self.progress: Callable[[str], None] | None = None
+        # Set by a signal (the CLI) or an embedder: long steps check it and stop early.
+        self.stop = threading.Event()
         # The CLI hands over the set it loaded to find plugin commands, so one
         # process loads its plugins once.
         self.plugins: PluginSet = plugin_set or load_plugins(

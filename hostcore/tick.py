@@ -81,6 +81,8 @@ class TickReport(msgspec.Struct):
 
 def tick(host: Host, stop: threading.Event | None = None) -> TickReport:
     """Run every worker once, in order; a stop request skips the remaining steps."""
+    if stop is not None:
+        host.stop = stop  # so a long step (a poll cycle, say) can stop within it
     started = time.monotonic()
     steps: list[StepReport] = []
     for worker in host.workers:

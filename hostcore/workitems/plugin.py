@@ -90,7 +90,7 @@ class PollWorker:
         if self._last_cycle is not None and time.monotonic() - self._last_cycle < interval:
             return WorkerResult(counts={"skipped": 1})
         self._last_cycle = time.monotonic()
-        summaries = host.poller.cycle()
+        summaries = host.poller.cycle(host.stop)
         failed = [f"{s.provider}: {s.ledger_error}" for s in summaries if s.ledger_error]
         if failed:
             raise PollFailed(f"the ledger could not be written: {'; '.join(failed)}")

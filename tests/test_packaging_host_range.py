@@ -21,10 +21,12 @@ from pathlib import Path
 
 import importlib_metadata
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from hostcore import Host, __version__
 from hostcore.errors import PluginLoadError
-from hostcore.plugin.loader import host_range_check
+from hostcore.plugin.loader import _packaging_verdicts, _plain_verdicts, host_range_check
 
 MAJOR, MINOR = (int(part) for part in __version__.split(".")[:2])
 # A range for a host one minor ahead: excludes the running host whatever its version.
@@ -258,16 +260,54 @@ def test_metadata_is_read_once_per_distribution_without_the_email_parser(
     assert parsed == []
 
 
-def test_the_range_check_costs_nothing_when_no_plugin_is_loaded(tmp_path):
+def packaging_modules_after_loading(tmp_path: Path, site_folder: Path, allow: str) -> dict:
     script = (
-        "import sys\n"
+        "import json, sys\n"
+        f"sys.path.insert(0, {str(site_folder)!r})\n"
         "from hostcore import Host\n"
-        f"Host(root={str(tmp_path / 'root')!r}, env={{'HOSTCORE_LOAD_PLUGINS': ''}})\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'packaging'))\n"
+        f"host = Host(root={str(tmp_path / 'root')!r},"
+        f" env={{'HOSTCORE_LOAD_PLUGINS': {allow!r}}})\n"
+        "infos = {n: [i.status, i.requires_hostcore] for n, i in host.plugins.infos.items()}\n"
+        "print(json.dumps([sorted(m for m in sys.modules if m.split('.')[0] == 'packaging'),"
+        " infos]))\n"
     )
     out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
                          text=True, timeout=120)
-    assert out.stdout.strip() == "[]"
+    modules, infos = json.loads(out.stdout.splitlines()[-1])
+    return {"modules": modules, "infos": infos}
+
+
+def test_the_range_check_costs_nothing_when_no_plugin_is_loaded(tmp_path, dist_site):
+    dist_site("acme-plain", [f"hostcore{CURRENT_RANGE}"], "VALUE = 1\n")
+    seen = packaging_modules_after_loading(tmp_path, tmp_path / "site", "")
+    assert seen["modules"] == []
+    assert seen["infos"]["acme-plain"] == ["blocked", None]
+
+
+def test_a_range_of_releases_is_checked_without_importing_packaging(tmp_path, dist_site):
+    # What build backends write: the common case, on every cold start with a plugin.
+    dist_site("acme-plain", ["hostcore<0.3,>=0.2", "msgspec>=0.18"], "VALUE = 1\n")
+    dist_site("acme-future", [f"hostcore{FUTURE_RANGE}"], MUST_NOT_IMPORT)
+    seen = packaging_modules_after_loading(tmp_path, tmp_path / "site",
+                                           "acme-plain,acme-future")
+    assert seen["modules"] == []
+    assert seen["infos"]["acme-plain"] == ["loaded", ">=0.2,<0.3"]
+    assert seen["infos"]["acme-future"] == ["failed", FUTURE_RANGE]
+
+
+RELEASES = st.lists(st.integers(0, 12), min_size=1, max_size=4).map(
+    lambda parts: ".".join(map(str, parts)))
+CLAUSES = st.lists(st.tuples(st.sampled_from([">=", "<=", "==", "!=", "<", ">"]), RELEASES),
+                   min_size=1, max_size=3)
+
+
+@given(host=RELEASES, clauses=CLAUSES, spaced=st.booleans())
+def test_the_check_without_packaging_agrees_with_packaging(host, clauses, spaced):
+    gap = " " if spaced else ""
+    line = "hostcore" + gap + f",{gap}".join(f"{op}{gap}{v}" for op, v in clauses)
+    plain = _plain_verdicts([line], host)
+    assert plain is not None, line
+    assert plain == _packaging_verdicts([line], host)
 
 
 @pytest.mark.parametrize(("requires", "host", "expected"), [

@@ -286,6 +286,9 @@ def _label(dist: Any, cache: dict[int, DistLabel]) -> DistLabel:
 # (">=0.2,<0.3"), whatever order the build backend stored them in.
 _CLAUSE_ORDER = {">=": 0, ">": 0, "~=": 0, "==": 1, "===": 1, "!=": 2, "<=": 3, "<": 3}
 
+# One clause of a range: operator, version as written, and whether it admits the host.
+Verdict = tuple[str, str, bool]
+
 
 def host_range_check(requires: Iterable[str], host_version: str
                      ) -> tuple[str | None, str | None]:
@@ -302,7 +305,62 @@ def host_range_check(requires: Iterable[str], host_version: str
     lines = [r for r in requires if canonical_name(_requirement_name(r)) == PROJECT_NAME]
     if not lines:
         return None, None
-    # Imported here, not at the top: only a plugin being loaded pays for it.
+    verdicts = _plain_verdicts(lines, host_version)
+    if verdicts is None:
+        verdicts = _packaging_verdicts(lines, host_version)
+    if not verdicts:
+        return None, None
+    verdicts.sort(key=lambda v: _CLAUSE_ORDER.get(v[0], 1))
+    stated = ",".join(operator + version for operator, version, _ in verdicts)
+    if all(admits for _, _, admits in verdicts):
+        return stated, None
+    return stated, f"built for hostcore {stated}; this is {host_version}"
+
+
+_RELEASE = r"\d+(?:\.\d+)*"
+_OPERATOR = r"(?:>=|<=|==|!=|<|>)"
+_PLAIN_LINE = re.compile(
+    rf"\s*hostcore\s*(?:{_OPERATOR}\s*{_RELEASE}\s*(?:,\s*{_OPERATOR}\s*{_RELEASE}\s*)*)?",
+    re.IGNORECASE)
+_PLAIN_CLAUSE = re.compile(rf"({_OPERATOR})\s*({_RELEASE})")
+_COMPARE = {">=": tuple.__ge__, "<=": tuple.__le__, "==": tuple.__eq__,
+            "!=": tuple.__ne__, "<": tuple.__lt__, ">": tuple.__gt__}
+
+
+def _plain_verdicts(lines: list[str], host_version: str) -> list[Verdict] | None:
+    """The verdicts, without ``packaging``, when every line and the host are plain.
+
+    Plain is what build backends write for a range of releases: ``hostcore`` and
+    comparisons with release numbers (``hostcore<0.3,>=0.2``), no marker, extra,
+    wildcard or pre-release, and a host version of release numbers. Between
+    releases PEP 440 compares the numbers, padded with zeros. Anything else
+    returns ``None`` and is left to ``packaging``, whose import would cost every
+    cold start with a plugin more than the whole check does here.
+    """
+    if not re.fullmatch(_RELEASE, host_version):
+        return None
+    host = _release(host_version)
+    verdicts: list[Verdict] = []
+    for line in lines:
+        if not _PLAIN_LINE.fullmatch(line):
+            return None
+        for operator, version in _PLAIN_CLAUSE.findall(line.strip()[len(PROJECT_NAME):]):
+            bound = _release(version)
+            width = max(len(bound), len(host))
+            admits = _COMPARE[operator](host + (0,) * (width - len(host)),
+                                        bound + (0,) * (width - len(bound)))
+            verdicts.append((operator, version, admits))
+    return verdicts
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in version.split("."))
+
+
+def _packaging_verdicts(lines: list[str], host_version: str) -> list[Verdict]:
+    """The verdicts for any PEP 508 requirement lines, through ``packaging``."""
+    # Imported here, not at the top: only a plugin being loaded that states an
+    # unusual range pays for it.
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.specifiers import Specifier
     from packaging.version import InvalidVersion, Version
@@ -315,17 +373,12 @@ def host_range_check(requires: Iterable[str], host_version: str
             continue
         if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
             clauses.extend(requirement.specifier)
-    if not clauses:
-        return None, None
-    clauses.sort(key=lambda c: _CLAUSE_ORDER.get(c.operator, 1))
-    stated = ",".join(str(c) for c in clauses)
     try:
-        version = Version(host_version)
+        version: Version | None = Version(host_version)
     except InvalidVersion:
-        return stated, None
-    if all(c.contains(version, prereleases=True) for c in clauses):
-        return stated, None
-    return stated, f"built for hostcore {stated}; this is {host_version}"
+        version = None  # an unknown host refuses nothing
+    return [(c.operator, c.version,
+             version is None or c.contains(version, prereleases=True)) for c in clauses]
 
 
 def _requirement_name(line: str) -> str:

@@ -1,25 +1,28 @@
 """A host in a process of its own, for the multi-process tests (not collected by pytest).
 
-    python fleet_worker.py host ROOT DSN ROUNDS
-        Each round: add rows (some in a local-only directory), move this host's
-        context (a policy entry for a directory with no rows), export with small
-        batches. Prints one JSON line: origin, rounds, rows pushed, conflicts.
+    python fleet_worker.py host ROOT DSN ROUNDS GO
+        Prints {"ready": true} and waits for the file GO to exist. Then, each
+        round: add rows (some in a local-only directory), move this host's context
+        (a policy entry for a directory with no rows), export with small batches.
+        Prints one JSON line at the end: origin, rounds, rows pushed, conflicts.
 
     python fleet_worker.py export ROOT DSN BATCH_ROWS
         One export with BATCH_ROWS rows per push (the kill tests SIGKILL it).
         Prints "pushed" each time a push returns, then {"rows": ...}.
 
-    python fleet_worker.py cas DSN ORIGIN NAME ATTEMPTS
-        Governance only, on an origin several processes share: read the context
-        published, then push a new one expecting what was read. Prints one JSON
-        line per attempt: {"ok": true, "expect": ..., "set": ...} or
-        {"ok": false, "expect": ..., "found": ...}.
+    python fleet_worker.py cas DSN ORIGIN NAME ATTEMPTS GO
+        Governance only, on an origin several processes share. Prints {"ready": true}
+        once connected and waits for the file GO; then, ATTEMPTS times,
+        reads the context published and pushes a new one expecting what was read.
+        Prints one JSON line per attempt: {"ok": true, "expect": ..., "set": ...}
+        or {"ok": false, "expect": ..., "found": ...}.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import hostcore_postgres.plugin as postgres_plugin
@@ -36,15 +39,23 @@ BATCH_ROWS = 128
 PERMITTED, WITHHELD = "/fleet/work", "/fleet/secret"
 
 
+def wait_for(go: str) -> None:
+    """Say ready, then wait for the file ``go``: every process starts at once."""
+    print(json.dumps({"ready": True}), flush=True)
+    while not Path(go).exists():
+        time.sleep(0.001)
+
+
 def open_host(root: str, dsn: str) -> Host:
     return Host(root=root, plugins=[postgres_plugin], load_entrypoints=False, env={},
                 config={"plugins": {"postgres-destination": {"dsn": dsn}}})
 
 
-def host(root: str, dsn: str, rounds: int) -> None:
+def host(root: str, dsn: str, rounds: int, go: str) -> None:
     Path(root).mkdir(parents=True, exist_ok=True)
     with open_host(root, dsn) as h:
         h.policy.input("class-list").set(WITHHELD, "local-only")
+        wait_for(go)
         pushed = conflicts = 0
         for number in range(rounds):
             h.store.append(
@@ -90,9 +101,11 @@ def export(root: str, dsn: str, batch_rows: int) -> None:
         print(json.dumps({"rows": summary.rows}))
 
 
-def cas(dsn: str, origin: str, name: str, attempts: int) -> None:
+def cas(dsn: str, origin: str, name: str, attempts: int, go: str) -> None:
     destination = PostgresDestination(dsn)
     try:
+        destination.published("main", origin)  # connected, schema checked
+        wait_for(go)
         for number in range(attempts):
             seen = destination.published("main", origin).context
             value = f"{name}-{number}"
@@ -112,10 +125,10 @@ def cas(dsn: str, origin: str, name: str, attempts: int) -> None:
 if __name__ == "__main__":
     mode, *args = sys.argv[1:]
     if mode == "host":
-        host(args[0], args[1], int(args[2]))
+        host(args[0], args[1], int(args[2]), args[3])
     elif mode == "export":
         export(args[0], args[1], int(args[2]))
     elif mode == "cas":
-        cas(args[0], args[1], args[2], int(args[3]))
+        cas(args[0], args[1], args[2], int(args[3]), args[4])
     else:
         raise SystemExit(f"unknown mode {mode!r}")

@@ -25,6 +25,15 @@ def spawn(*args: str) -> subprocess.Popen[str]:
                             stderr=subprocess.PIPE, text=True)
 
 
+def start_together(procs: list[subprocess.Popen[str]], go: Path) -> None:
+    """Wait until every process is ready, then let them all go: they overlap however
+    slowly the machine starts them."""
+    for proc in procs:
+        assert proc.stdout is not None
+        assert json.loads(proc.stdout.readline()) == {"ready": True}, proc.stderr
+    go.touch()
+
+
 def finish(proc: subprocess.Popen[str]) -> list[dict]:
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
@@ -43,7 +52,9 @@ def permitted(root: Path, pg) -> tuple[list[int], set[int], object]:
 
 def test_eight_hosts_pushing_at_once_each_hold_every_permitted_row_once(pg, tmp_path):
     roots = [tmp_path / f"host-{n}" for n in range(HOSTS)]
-    procs = [spawn("host", str(root), pg.dsn, str(ROUNDS)) for root in roots]
+    go = tmp_path / "go"
+    procs = [spawn("host", str(root), pg.dsn, str(ROUNDS), str(go)) for root in roots]
+    start_together(procs, go)
     reports = [finish(proc)[0] for proc in procs]
 
     assert len({r["origin"] for r in reports}) == HOSTS
@@ -66,13 +77,15 @@ def test_eight_hosts_pushing_at_once_each_hold_every_permitted_row_once(pg, tmp_
     assert pg.query("SELECT count(DISTINCT origin) FROM hostcore.exported") == [(HOSTS,)]
 
 
-def test_a_shared_component_conflicts_exactly_when_another_writer_moved_it(pg):
+def test_a_shared_component_conflicts_exactly_when_another_writer_moved_it(pg, tmp_path):
     """Eight processes compare-and-swap one origin's context as fast as they can. Every
     accepted write expected the value the one before it set (one unbroken chain: no
     write was lost to a read racing another write), and every refused one expected a
     value that had moved."""
-    procs = [spawn("cas", pg.dsn, "shared-origin", f"w{n}", str(CAS_ATTEMPTS))
+    go = tmp_path / "go"
+    procs = [spawn("cas", pg.dsn, "shared-origin", f"w{n}", str(CAS_ATTEMPTS), str(go))
              for n in range(CAS_PROCESSES)]
+    start_together(procs, go)
     attempts = [a for proc in procs for a in finish(proc)]
     assert len(attempts) == CAS_PROCESSES * CAS_ATTEMPTS
     accepted = [a for a in attempts if a["ok"]]

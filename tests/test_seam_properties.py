@@ -76,6 +76,7 @@ class Model:
         self.base = base
         self.rows: dict[int, dict] = {}
         self.head = 0
+        self.purged_keys: set[tuple[str, str]] = set()  # a purged key stays purged
         self.policy = {"classes": {}, "opted_out": frozenset(), "ignored": frozenset()}
 
     def full_dir(self, rel: str) -> str:
@@ -84,9 +85,9 @@ class Model:
     def append(self, rows: list[dict]) -> int:
         added = 0
         for r in rows:
-            if r["key"] is not None and any(
+            if r["key"] is not None and ((r["partition"], r["key"]) in self.purged_keys or any(
                     o["partition"] == r["partition"] and o["key"] == r["key"]
-                    for o in self.rows.values()):
+                    for o in self.rows.values())):
                 continue
             self.head += 1
             self.rows[self.head] = r
@@ -97,8 +98,11 @@ class Model:
         doomed = [p for p, r in self.rows.items() if self.matches(r, selector)]
         counts: dict[str, int] = {}
         for p in doomed:
-            part = self.rows.pop(p)["partition"]
+            gone = self.rows.pop(p)
+            part = gone["partition"]
             counts[part] = counts.get(part, 0) + 1
+            if gone["key"] is not None:
+                self.purged_keys.add((part, gone["key"]))
         return counts
 
     @staticmethod

@@ -18,7 +18,7 @@ and in the same run measures:
 (1) and (2) run ``--repeat`` times, alternating; the best of each is kept.
 
     python benchmarks/postgres_export.py            # 200,000 rows; memory at 100k and 1M
-    python benchmarks/postgres_export.py --quick    # 20,000 rows; memory at 10k and 100k
+    python benchmarks/postgres_export.py --quick    # 10,000 rows; memory at 5k and 50k
 """
 
 from __future__ import annotations
@@ -214,9 +214,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes, a few seconds")
     parser.add_argument("--repeat", type=int, default=3, help="runs of (1) and (2)")
     args = parser.parse_args()
-    rows = 20_000 if args.quick else args.rows
-    small, large = (10_000, 100_000) if args.quick else (100_000, 1_000_000)
-    per_host = 10_000 if args.quick else 100_000
+    rows = 10_000 if args.quick else args.rows
+    small, large = (5_000, 50_000) if args.quick else (100_000, 1_000_000)
+    per_host = 5_000 if args.quick else 100_000
     bindir = find_binaries()
     if bindir is None:
         raise SystemExit("needs PostgreSQL server binaries (initdb, pg_ctl): install Debian's "

@@ -9,6 +9,7 @@ ends with every row held exactly once; ``hostcore status`` then agrees.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -52,10 +53,8 @@ def env_for(root: Path) -> dict[str, str]:
 def held_bytes(outbox: Path) -> int:
     total = 0
     for segment in outbox.glob("main/*/*.jsonl"):
-        try:
+        with contextlib.suppress(FileNotFoundError):  # being swapped
             total += segment.stat().st_size
-        except FileNotFoundError:
-            pass  # being swapped
     return total
 
 

@@ -85,6 +85,11 @@ INSERT = ("INSERT INTO evidence (part, scope, session_id, ts, git_remote, payloa
 # A tuple seen for the first time gets the next id; a known one counts the new rows.
 COUNT_TUPLE = ("INSERT INTO tuples (part, scope, git_remote, rows) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT (part, scope, git_remote) DO UPDATE SET rows = rows + excluded.rows")
+# The rows appended after a position, per tuple, in the order tuples first appear.
+# NOT INDEXED keeps it a range of the primary key: left to itself, the planner
+# scans all of evidence_part to group them, a cost that grows with the store.
+COUNT_NEW = ("SELECT part, scope, git_remote, COUNT(*) FROM evidence NOT INDEXED "
+             "WHERE position > ? GROUP BY part, scope, git_remote ORDER BY MIN(position)")
 # The keys of one partition, among a JSON list of them, that are already stored.
 STORED_KEYS = ("SELECT key FROM evidence WHERE part = ? AND key IN "
                "(SELECT value FROM json_each(?))")

@@ -571,9 +571,7 @@ def _count_new(db: sqlite3.Connection, head: int) -> int:
     """Grow the partitions' row counts and the tuple summary by the rows inserted
     after position ``head`` in this transaction; returns how many there are. New
     tuples get their ids in the order their first row was inserted."""
-    found = db.execute("SELECT part, scope, git_remote, COUNT(*) FROM evidence WHERE "
-                       "position > ? GROUP BY part, scope, git_remote ORDER BY MIN(position)",
-                       (head,)).fetchall()
+    found = db.execute(schema.COUNT_NEW, (head,)).fetchall()
     parts: dict[int, int] = {}
     for part, _, _, n in found:
         parts[part] = parts.get(part, 0) + n

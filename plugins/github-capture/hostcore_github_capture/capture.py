@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
 import msgspec
@@ -205,11 +205,13 @@ class Capturer:
                      for r, p in repos.items()}
         return msgspec.structs.replace(state, repos=repos, store_instance=instance)
 
-    def _count_future_stamps(self, polls: Iterable[RepoPoll], now: float) -> None:
-        scheduled = written = 0
-        for poll in polls:
-            scheduled += ahead(poll.poll_after, now, horizon=LONGEST_POLL_DELAY)
-            written += ahead(poll.polled_at, now)
+    def _count_future_stamps(self, polls: Collection[RepoPoll], now: float) -> None:
+        # Compared as numbers first: this runs over every repository every step.
+        latest = now + LONGEST_POLL_DELAY
+        scheduled = sum(1 for poll in polls if poll.poll_after > latest
+                        and ahead(poll.poll_after, now, horizon=LONGEST_POLL_DELAY))
+        written = sum(1 for poll in polls if poll.polled_at > now
+                      and ahead(poll.polled_at, now))
         if scheduled:
             self.emit("capture.future_stamps", field="poll_after", count=scheduled)
         if written:
@@ -334,7 +336,9 @@ def _poll_interval(response: GhResponse) -> float:
 
 
 def _ready(poll: RepoPoll, now: float) -> bool:
-    return poll.poll_after <= now or ahead(poll.poll_after, now, horizon=LONGEST_POLL_DELAY)
+    after = poll.poll_after
+    return after <= now or (after > now + LONGEST_POLL_DELAY
+                            and ahead(after, now, horizon=LONGEST_POLL_DELAY))
 
 
 def _polled_at(poll: RepoPoll, now: float) -> float:

@@ -30,6 +30,8 @@ def ahead(stamp: float, now: float, *, horizon: float = 0.0) -> bool:
     ``horizon`` is the longest delay the plugin schedules into the field read
     (0 for times that record when something happened).
     """
+    if stamp <= now + horizon:
+        return False  # the common case, decided without building datetimes
     try:
         return is_future(_utc(stamp), now=_utc(now + horizon), tolerance=FUTURE_TOLERANCE)
     except (OverflowError, OSError, ValueError):

@@ -36,7 +36,7 @@ import os
 import re
 import stat
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, NamedTuple
@@ -233,10 +233,7 @@ class JsonlFiles:
                     if state.head and _head_digest(handle, state.head) != state.head:
                         # Replaced in place: start over (rows carry keys, nothing doubles).
                         state = seen[name] = FileState(offset=0, inode=found.st_ino)
-                    for line in self._lines(handle, state.offset, budget):
-                        counts.lines += 1
-                        handle_line(name, line, state)
-                        state.offset = line.end
+                    counts.lines += self._read_lines(handle, name, state, budget, handle_line)
                     state.head = _head_digest(handle, min(HEAD_BYTES, state.offset))
             except OSError:
                 counts.unreadable += 1
@@ -246,35 +243,54 @@ class JsonlFiles:
         changed = changed or len(seen) != len(cursor.files)
         return FilesRead(TranscriptCursor(files=seen), more, changed)
 
-    def _lines(self, handle: BinaryIO, offset: int, budget: _Budget) -> Iterator[Line]:
-        """Complete lines from ``offset`` while ``budget`` lasts; stops before a last
-        line still being written (no newline yet)."""
-        handle.seek(offset)
+    def _read_lines(self, handle: BinaryIO, name: str, state: FileState, budget: _Budget,
+                    handle_line: LineHandler) -> int:
+        """Hand ``handle_line`` each complete line from ``state.offset`` while ``budget``
+        lasts, moving ``state.offset`` past it; stops before a last line still being
+        written (no newline yet). Returns how many lines it handed over.
+
+        One plain loop, the budget kept in locals: this runs once per line read.
+        """
+        handle.seek(state.offset)
         limit = self.max_line_bytes
-        start = offset
         readline = handle.readline
-        while budget.bytes > 0 and budget.lines > 0:
-            data = readline(limit + 1)
-            if data[-1:] == b"\n":
-                end = start + len(data)
-                line = Line(start, data[:-1], False, end)
-            elif len(data) <= limit:
-                return  # end of file inside a line: wait for its newline
-            else:
-                while True:
-                    rest = readline(_SKIP_CHUNK)
-                    if not rest:
-                        return  # an oversized line still being written
-                    if rest[-1:] == b"\n":
-                        break
-                end = handle.tell()
-                line = Line(start, data[:limit], True, end)
-            budget.bytes -= end - start
-            budget.lines -= 1
-            start = end
-            yield line
-            if budget.lines % _CLOCK_EVERY == 0 and budget.clock() >= budget.deadline:
-                return
+        start = state.offset
+        left_bytes, left_lines = budget.bytes, budget.lines
+        try:
+            while left_bytes > 0 and left_lines > 0:
+                data = readline(limit + 1)
+                if data[-1:] == b"\n":
+                    end = start + len(data)
+                    line = Line(start, data[:-1], False, end)
+                elif len(data) <= limit:
+                    break  # end of file inside a line: wait for its newline
+                else:
+                    if not _skip_rest(readline):
+                        break  # an oversized line still being written
+                    end = handle.tell()
+                    line = Line(start, data[:limit], True, end)
+                left_bytes -= end - start
+                left_lines -= 1
+                handle_line(name, line, state)
+                start = end
+                if left_lines % _CLOCK_EVERY == 0 and budget.clock() >= budget.deadline:
+                    break
+        finally:
+            state.offset = start
+            read = budget.lines - left_lines
+            budget.bytes, budget.lines = left_bytes, left_lines
+        return read
+
+
+def _skip_rest(readline: Callable[[int], bytes]) -> bool:
+    """Read past the rest of an oversized line; False when its newline is not written
+    yet."""
+    while True:
+        rest = readline(_SKIP_CHUNK)
+        if not rest:
+            return False
+        if rest[-1:] == b"\n":
+            return True
 
 
 def open_transcript(path: str | Path) -> BinaryIO:

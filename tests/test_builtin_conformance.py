@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import hostcore.evidence.plugin as evidence_builtin
-from hostcore.plugin.markers import hookimpl
 from hostcore.evidence.store import EvidenceRow, SourceBatch
+from hostcore.plugin.markers import hookimpl
 from hostcore.testing import PolicyInputConformance, WorkerConformance
 
 

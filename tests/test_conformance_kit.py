@@ -12,6 +12,7 @@ import pytest
 
 from hostcore import hookimpl
 from hostcore.evidence.store import EvidenceRow, SourceBatch
+from hostcore.plugin.registration import WorkerResult
 from hostcore.testing import (
     PolicyInputConformance,
     ProviderConformance,
@@ -19,7 +20,6 @@ from hostcore.testing import (
     TelemetrySinkConformance,
     WorkerConformance,
 )
-from hostcore.plugin.registration import WorkerResult
 from hostcore.workitems.items import (
     Closure,
     Listing,

@@ -6,9 +6,8 @@ from pathlib import Path
 
 import click
 
-from hostcore.plugin.loader import BUILTIN_PLUGINS
 from hostcore.cli.app import build_cli
-from hostcore.plugin.loader import load_plugins
+from hostcore.plugin.loader import BUILTIN_PLUGINS, load_plugins
 
 CLI_DOC = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
 

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from hostcore.plugin.markers import hookimpl
-from hostcore.evidence.policy import Policy
 from hostcore.evidence.inputs import ClassList, IgnoreDotfiles, SyncOptOut
+from hostcore.evidence.policy import Policy
+from hostcore.plugin.markers import hookimpl
 
 
 class Clock:
@@ -83,7 +83,7 @@ def test_the_opt_out_part_depends_on_the_set_not_the_order_written(parts):
 
 
 def test_an_opt_out_written_by_another_process_moves_the_next_fingerprint(parts):
-    _, opt_out, _, clock, policy = parts
+    _, opt_out, *_, policy = parts
     before = policy.fingerprint()
     opt_out.path.parent.mkdir(parents=True, exist_ok=True)
     opt_out.path.write_text('["claude-code"]')  # another process opts out

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from hostcore.plugin.markers import hookimpl
-from hostcore.evidence.policy import Policy
 from hostcore.evidence.inputs import ClassList, IgnoreDotfiles, PolicyStateError, SyncOptOut
+from hostcore.evidence.policy import Policy
 from hostcore.evidence.store import EvidenceRow
+from hostcore.plugin.markers import hookimpl
 
 
 class Clock:

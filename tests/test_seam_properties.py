@@ -19,8 +19,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hostcore.evidence.policy import Policy
 from hostcore.evidence.inputs import ClassList, IgnoreDotfiles, SyncOptOut
+from hostcore.evidence.policy import Policy
 from hostcore.evidence.seam import COLUMNS, ExportSeam
 from hostcore.evidence.store import EvidenceRow, PartitionVersion, Store
 

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hostcore.evidence.policy import Policy
 from hostcore.evidence.inputs import ClassList, SyncOptOut
+from hostcore.evidence.policy import Policy
 from hostcore.evidence.seam import ExportSeam, SeamError
 from hostcore.evidence.store import EvidenceRow, Store
 

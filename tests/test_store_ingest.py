@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from hostcore.plugin.markers import hookimpl
 from hostcore.evidence.store import EvidenceRow, SourceBatch
+from hostcore.plugin.markers import hookimpl
 
 
 class CountingSource:

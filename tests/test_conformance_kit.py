@@ -574,7 +574,7 @@ def test_a_provider_returning_a_list_fails_with_the_type_it_must_return(run_kit)
     """, PROVIDER_BODY)
     result.assert_outcomes(passed=2, failed=4)
     says(result, "provider 'tasks': list_items() returned list; it must return "
-                 "hostcore.workitems.items.Listing(scopes=(ScopeListing(scope=..., "
+                 "hostcore.plugin.Listing(scopes=(ScopeListing(scope=..., "
                  "status='complete', items=(...)), ...)).")
 
 
@@ -595,7 +595,7 @@ def test_a_provider_raising_the_wrong_error_fails_naming_provider_error(run_kit)
     result.assert_outcomes(passed=5, failed=1)
     says(result, "TestTasks.test_an_unanswerable_closure_raises_provider_error",
          "provider 'tasks': closure('t#1') raised FileNotFoundError; a provider that cannot "
-         "answer must raise hostcore.workitems.items.ProviderError naming the ref (and nothing "
+         "answer must raise hostcore.plugin.ProviderError naming the ref (and nothing "
          "else)", "Your code raised:", "FileNotFoundError")
 
 

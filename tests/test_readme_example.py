@@ -29,5 +29,5 @@ def test_quickstart_is_two_one_line_commands_using_the_dev_requirements():
     assert all("\n" not in c for c in commands)
     run, test = commands
     assert run.startswith("python3 -m venv .venv && ") and run.endswith("run --once")
-    assert test.endswith(".venv/bin/python -m pytest")
+    assert test.endswith(".venv/bin/python -m pytest -n auto")
     assert all("pip install -r requirements-dev.txt" in c for c in commands)

@@ -65,7 +65,7 @@ def hostcore_providers(host: Host) -> Provider | Iterable[Provider] | None:
     ``scope_of(ref)`` (the scope a listing covers, such as ``owner/repo``),
     ``list_items()`` (a complete, failed, interrupted or degraded listing per
     scope, never a truncated list called complete) and ``closure(ref)`` (closed,
-    merged or still open; raises ``hostcore.workitems.items.ProviderError`` when it
+    merged or still open; raises ``hostcore.plugin.ProviderError`` when it
     cannot answer, and nothing else).
 
     Example::
@@ -202,7 +202,7 @@ def hostcore_commands(cli: click.Group) -> None:
 def hostcore_work_item_event(event: Any, host: Host) -> None:
     """React to a work item that opened, changed, was commented on or closed.
 
-    ``event`` is a ``hostcore.workitems.items.WorkItemEvent``. Every implementation is
+    ``event`` is a ``hostcore.plugin.WorkItemEvent``. Every implementation is
     called; return values are ignored. An implementation that raises is logged and
     does not stop the poller.
 

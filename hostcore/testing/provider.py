@@ -17,14 +17,14 @@ FOREIGN_REF = "hostcore-conformance:not-yours#0"
 class ProviderConformance(_PluginSuite):
     """Checks every work-item provider the plugin registers.
 
-    Contract: ``list_items()`` returns a :class:`~hostcore.workitems.items.Listing` with
-    one :class:`~hostcore.workitems.items.ScopeListing` per scope; every item of a
+    Contract: ``list_items()`` returns a :class:`~hostcore.plugin.Listing` with
+    one :class:`~hostcore.plugin.ScopeListing` per scope; every item of a
     complete scope is owned by the provider (``owns``) and placed in that scope
     (``scope_of``); ``closure(ref)`` of a listed item answers with a
-    :class:`~hostcore.workitems.items.Closure`; when the backend cannot answer, the
+    :class:`~hostcore.plugin.Closure`; when the backend cannot answer, the
     listing says ``failed``/``interrupted``/``degraded`` for every scope it could
     not list (never a shorter list called complete) and ``closure`` raises
-    :class:`~hostcore.workitems.items.ProviderError` — nothing else.
+    :class:`~hostcore.plugin.ProviderError` — nothing else.
 
     Fixtures to provide: ``plugin``; ``break_backend`` returning a callable
     ``(host) -> None`` that makes the backend unanswerable (remove the folder,
@@ -70,11 +70,11 @@ class ProviderConformance(_PluginSuite):
         except Exception as exc:
             contract_failure(f"provider {provider.name!r}: list_items() raised "
                              f"{type(exc).__name__}; report a scope it cannot list as failed "
-                             "in the Listing (or raise hostcore.workitems.items.ProviderError), "
+                             "in the Listing (or raise hostcore.plugin.ProviderError), "
                              "never another exception.", raised=exc)
         require(isinstance(listing, Listing),
                 f"provider {provider.name!r}: list_items() returned "
-                f"{type(listing).__name__}; it must return hostcore.workitems.items.Listing("
+                f"{type(listing).__name__}; it must return hostcore.plugin.Listing("
                 "scopes=(ScopeListing(scope=..., status='complete', items=(...)), ...)).")
         for scope in listing.scopes:
             require(isinstance(scope, ScopeListing),
@@ -86,7 +86,7 @@ class ProviderConformance(_PluginSuite):
             for item in scope.items:
                 require(isinstance(item, WorkItem),
                         f"provider {provider.name!r}: scope {scope.scope!r} lists "
-                        f"{type(item).__name__}; items must be hostcore.workitems.items.WorkItem.")
+                        f"{type(item).__name__}; items must be hostcore.plugin.WorkItem.")
         names = [scope.scope for scope in listing.scopes]
         require(len(names) == len(set(names)),
                 f"provider {provider.name!r}: a scope appears twice in one listing: {names}")
@@ -157,7 +157,7 @@ class ProviderConformance(_PluginSuite):
                                      raised=exc)
                 require(isinstance(closure, Closure),
                         f"provider {provider.name!r}: closure({item.ref.ref!r}) returned "
-                        f"{type(closure).__name__}; it must return hostcore.workitems.items."
+                        f"{type(closure).__name__}; it must return hostcore.plugin."
                         "Closure(state='open'|'closed'|'merged', ...).")
                 require(closure.state == "open",
                         f"provider {provider.name!r}: closure({item.ref.ref!r}) says "
@@ -206,12 +206,12 @@ class ProviderConformance(_PluginSuite):
                 contract_failure(
                     f"provider {provider.name!r}: closure({ref.ref!r}) returned {answer!r} "
                     "with its backend broken. When it cannot answer it must raise "
-                    "hostcore.workitems.items.ProviderError, so the poller keeps the item and asks "
+                    "hostcore.plugin.ProviderError, so the poller keeps the item and asks "
                     "again later.")
 
     @staticmethod
     def _wrong_error(provider: Any, ref: str, exc: BaseException) -> str:
         return (f"provider {provider.name!r}: closure({ref!r}) raised {type(exc).__name__}; "
-                "a provider that cannot answer must raise hostcore.workitems.items.ProviderError "
+                "a provider that cannot answer must raise hostcore.plugin.ProviderError "
                 "naming the ref (and nothing else), so the poller can tell 'no answer' from "
                 "a bug.")

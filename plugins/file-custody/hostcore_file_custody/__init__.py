@@ -9,46 +9,101 @@ generation it observed. See ``docs/file-custody.md``.
 On a platform without ``flock`` and ``O_NOFOLLOW`` (Windows) the package still
 imports; :data:`AVAILABLE` is false and every primitive raises
 :class:`CustodyUnavailable` ("file custody is unavailable on this platform").
+
+Importing the package is cheap: each name below loads its module on first use, so
+the plugin's entry module (which hostcore imports whenever a host is built) does
+not pay for the sweep, the registry or the audit journal.
 """
 
-from hostcore_file_custody.audit import (
-    AuditOutcome,
-    record_live_sweep_observation,
-    record_sweep_unrecorded,
-)
-from hostcore_file_custody.custody import Custody
-from hostcore_file_custody.deletion import DeleteFileResult, delete_file_if_unchanged
-from hostcore_file_custody.errors import (
-    CustodyError,
-    CustodyRefused,
-    CustodyUnavailable,
-    FileAccessError,
-    UnsafePathError,
-    UnstableRevisionError,
-    WitnessError,
-)
-from hostcore_file_custody.hooks import SweepHooks
-from hostcore_file_custody.locks import LOCKS
-from hostcore_file_custody.owner import Liveness, OwnerRecord, current_owner, owner_liveness
-from hostcore_file_custody.private import pending_custody
-from hostcore_file_custody.recovery import FileRecoveryResult, recover_interrupted_file_deletions
-from hostcore_file_custody.registry import (
-    GenerationRecord,
-    Heartbeat,
-    HeartbeatRegistry,
-    PidMapEntry,
-    Session,
-    with_generation_custody,
-)
-from hostcore_file_custody.release import ReleaseResult, release_custody
-from hostcore_file_custody.revision import (
-    FileRevision,
-    capture_file_revision,
-    file_revision_matches,
-)
-from hostcore_file_custody.support import AVAILABLE
-from hostcore_file_custody.sweep import StaleSweep, SweepReport, sweep_stale_heartbeats
-from hostcore_file_custody.writers import HeartbeatWriter, LiveCoordinationWriter
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hostcore_file_custody.audit import (
+        AuditOutcome,
+        record_live_sweep_observation,
+        record_sweep_unrecorded,
+    )
+    from hostcore_file_custody.custody import Custody
+    from hostcore_file_custody.deletion import DeleteFileResult, delete_file_if_unchanged
+    from hostcore_file_custody.errors import (
+        CustodyError,
+        CustodyRefused,
+        CustodyUnavailable,
+        FileAccessError,
+        UnsafePathError,
+        UnstableRevisionError,
+        WitnessError,
+    )
+    from hostcore_file_custody.hooks import SweepHooks
+    from hostcore_file_custody.locks import LOCKS
+    from hostcore_file_custody.owner import Liveness, OwnerRecord, current_owner, owner_liveness
+    from hostcore_file_custody.private import pending_custody
+    from hostcore_file_custody.recovery import (
+        FileRecoveryResult,
+        recover_interrupted_file_deletions,
+    )
+    from hostcore_file_custody.registry import (
+        GenerationRecord,
+        Heartbeat,
+        HeartbeatRegistry,
+        PidMapEntry,
+        Session,
+        with_generation_custody,
+    )
+    from hostcore_file_custody.release import ReleaseResult, release_custody
+    from hostcore_file_custody.revision import (
+        FileRevision,
+        capture_file_revision,
+        file_revision_matches,
+    )
+    from hostcore_file_custody.support import AVAILABLE
+    from hostcore_file_custody.sweep import StaleSweep, SweepReport, sweep_stale_heartbeats
+    from hostcore_file_custody.writers import HeartbeatWriter, LiveCoordinationWriter
+
+_HOMES = {
+    "AVAILABLE": "hostcore_file_custody.support",
+    "AuditOutcome": "hostcore_file_custody.audit",
+    "Custody": "hostcore_file_custody.custody",
+    "CustodyError": "hostcore_file_custody.errors",
+    "CustodyRefused": "hostcore_file_custody.errors",
+    "CustodyUnavailable": "hostcore_file_custody.errors",
+    "DeleteFileResult": "hostcore_file_custody.deletion",
+    "FileAccessError": "hostcore_file_custody.errors",
+    "FileRecoveryResult": "hostcore_file_custody.recovery",
+    "FileRevision": "hostcore_file_custody.revision",
+    "GenerationRecord": "hostcore_file_custody.registry",
+    "Heartbeat": "hostcore_file_custody.registry",
+    "HeartbeatRegistry": "hostcore_file_custody.registry",
+    "HeartbeatWriter": "hostcore_file_custody.writers",
+    "LOCKS": "hostcore_file_custody.locks",
+    "LiveCoordinationWriter": "hostcore_file_custody.writers",
+    "Liveness": "hostcore_file_custody.owner",
+    "OwnerRecord": "hostcore_file_custody.owner",
+    "PidMapEntry": "hostcore_file_custody.registry",
+    "ReleaseResult": "hostcore_file_custody.release",
+    "Session": "hostcore_file_custody.registry",
+    "StaleSweep": "hostcore_file_custody.sweep",
+    "SweepHooks": "hostcore_file_custody.hooks",
+    "SweepReport": "hostcore_file_custody.sweep",
+    "UnsafePathError": "hostcore_file_custody.errors",
+    "UnstableRevisionError": "hostcore_file_custody.errors",
+    "WitnessError": "hostcore_file_custody.errors",
+    "capture_file_revision": "hostcore_file_custody.revision",
+    "current_owner": "hostcore_file_custody.owner",
+    "delete_file_if_unchanged": "hostcore_file_custody.deletion",
+    "file_revision_matches": "hostcore_file_custody.revision",
+    "owner_liveness": "hostcore_file_custody.owner",
+    "pending_custody": "hostcore_file_custody.private",
+    "record_live_sweep_observation": "hostcore_file_custody.audit",
+    "record_sweep_unrecorded": "hostcore_file_custody.audit",
+    "recover_interrupted_file_deletions": "hostcore_file_custody.recovery",
+    "release_custody": "hostcore_file_custody.release",
+    "sweep_stale_heartbeats": "hostcore_file_custody.sweep",
+    "with_generation_custody": "hostcore_file_custody.registry",
+}
 
 __all__ = [
     "AVAILABLE",
@@ -91,3 +146,12 @@ __all__ = [
     "sweep_stale_heartbeats",
     "with_generation_custody",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'hostcore_file_custody' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value

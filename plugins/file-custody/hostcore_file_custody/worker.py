@@ -18,14 +18,16 @@ import msgspec
 from hostcore.plugin.registration import WorkerResult
 from hostcore_file_custody.events import RECOVERY_COUNTS
 from hostcore_file_custody.hooks import NO_HOOKS, SweepHooks
-from hostcore_file_custody.maintenance import prune_leftovers
-from hostcore_file_custody.recovery import FileRecoveryResult, recover_interrupted_file_deletions
-from hostcore_file_custody.registry import HeartbeatRegistry
 from hostcore_file_custody.support import AVAILABLE
-from hostcore_file_custody.sweep import StaleSweep, SweepReport
 
 if TYPE_CHECKING:
     from hostcore.host import Host
+    from hostcore_file_custody.recovery import FileRecoveryResult
+    from hostcore_file_custody.registry import HeartbeatRegistry
+    from hostcore_file_custody.sweep import SweepReport
+
+# The sweep, the registry and recovery are imported where they run, not here: this
+# module is imported whenever a host is built (benchmarks/startup.py).
 
 PLUGIN_NAME = "file-custody"
 DEFAULT_REGISTRY = Path("plugins") / PLUGIN_NAME / "registry"
@@ -48,6 +50,8 @@ def registry_path(host: Host) -> Path:
 
 def registry_for(host: Host) -> HeartbeatRegistry:
     """The host's heartbeat registry, created if missing (for embedding agents)."""
+    from hostcore_file_custody.registry import HeartbeatRegistry
+
     return HeartbeatRegistry(registry_path(host)).ensure()
 
 
@@ -60,6 +64,8 @@ def superseded(source_path: str) -> bool:
 
 def recover_registry(registry: HeartbeatRegistry) -> dict[str, list[FileRecoveryResult]]:
     """Recover the interrupted deletions of every cache folder of ``registry``."""
+    from hostcore_file_custody.recovery import recover_interrupted_file_deletions
+
     return {kind: recover_interrupted_file_deletions(folder, superseded)
             for kind, folder in registry.cache_dirs.items()}
 
@@ -86,6 +92,9 @@ def run_custody_pass(registry: HeartbeatRegistry, *, emit: Any = None,
                      hooks: SweepHooks = NO_HOOKS, **sweep_options: Any) -> CustodyPassReport:
     """Recovery of interrupted deletions first (with killed writers' leftovers
     pruned by age), then one stale sweep."""
+    from hostcore_file_custody.maintenance import prune_leftovers
+    from hostcore_file_custody.sweep import StaleSweep
+
     recovery = recovery_counts(recover_registry(registry))
     recovery["leftovers_pruned"] = prune_leftovers(registry)
     if emit is not None:
@@ -109,11 +118,14 @@ class CustodyWorker:
             return WorkerResult(counts={"registries": 0, "unavailable": 1})
         if not self.path.is_dir():
             return WorkerResult(counts={"registries": 0})
+        from hostcore_file_custody.registry import HeartbeatRegistry
+
         report = run_custody_pass(HeartbeatRegistry(self.path), emit=host.emit)
         return WorkerResult(pending=report.sweep.deferred > 0,
                             counts={"registries": 1, **report.counts()})
 
     def status(self) -> dict[str, Any]:
+        from hostcore_file_custody.registry import HeartbeatRegistry
         from hostcore_file_custody.status import custody_status
 
         report = custody_status(HeartbeatRegistry(self.path), include_audit=False)

@@ -19,7 +19,6 @@ import textwrap
 import uuid
 from pathlib import Path
 
-import importlib_metadata
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -236,28 +235,29 @@ def test_a_blocked_plugin_is_not_checked(tmp_path, dist_site):
 
 def test_metadata_is_read_once_per_distribution_without_the_email_parser(
         tmp_path, dist_site, monkeypatch):
+    from hostcore.plugin import discovery
+
     dist_site("acme-twice", [f"hostcore{CURRENT_RANGE}"], "VALUE = 1\n", entry_points=2)
     reads: list[str] = []
-    parsed: list[str] = []
-    real_read = importlib_metadata.PathDistribution.read_text
-    real_metadata = importlib_metadata.Distribution.metadata
+    real_read = discovery.read_label
 
-    def counting_read(self, filename):
-        if filename in ("METADATA", "PKG-INFO") and "acme_twice" in str(self._path):
-            reads.append(filename)
-        return real_read(self, filename)
+    def counting_read(info):
+        if "acme_twice" in str(info):
+            reads.append(info.name)
+        return real_read(info)
 
-    def counting_metadata(self):
-        parsed.append(str(getattr(self, "_path", "")))
-        return real_metadata.fget(self)
-
-    monkeypatch.setattr(importlib_metadata.PathDistribution, "read_text", counting_read)
-    monkeypatch.setattr(importlib_metadata.Distribution, "metadata",
-                        property(counting_metadata))
+    monkeypatch.setattr(discovery, "read_label", counting_read)
     infos = build(tmp_path, "acme-twice").plugins.infos
     assert {infos[n].status for n in ("acme-twice", "acme-twice-1")} == {"loaded"}
-    assert reads == ["METADATA"]
-    assert parsed == []
+    assert len(reads) == 1
+    # Neither the metadata package nor the email parser is on a cold start's path.
+    script = ("import sys, hostcore.plugin.loader as l; from hostcore import Host; "
+              f"Host(root={str(tmp_path / 'r2')!r}, env={{}}); "
+              "print([m for m in ('importlib_metadata', 'importlib.metadata', 'email.parser')"
+              " if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
+                         text=True, timeout=120)
+    assert out.stdout.strip() == "[]"
 
 
 def packaging_modules_after_loading(tmp_path: Path, site_folder: Path, allow: str) -> dict:

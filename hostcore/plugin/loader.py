@@ -33,13 +33,14 @@ import logging
 import re
 import traceback
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 import msgspec
 import pluggy
 
 from hostcore.errors import PluginLoadError
 from hostcore.plugin import hookspecs
+from hostcore.plugin.discovery import entry_points
 from hostcore.plugin.markers import ENTRY_POINT_GROUP, PROJECT_NAME
 
 log = logging.getLogger("hostcore.plugin.loader")
@@ -203,16 +204,13 @@ def _check_pending(plugins: PluginSet) -> None:
 
 
 def _load_entry_points(plugins: PluginSet, env: Mapping[str, str]) -> None:
-    import importlib_metadata
-
     allow = _name_set(env[ENV_ALLOW]) if ENV_ALLOW in env else None
     block = _name_set(env.get(ENV_BLOCK, ""))
     chosen = (allow or set()) | block
     matched: set[str] = set()
-    labels: dict[int, DistLabel] = {}
     seen: set[tuple[str, str]] = set()
-    for ep in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP):
-        dist_name, version, requires = _label(ep.dist, labels)
+    for ep in entry_points(ENTRY_POINT_GROUP):
+        dist_name, version, requires = ep.dist
         if (dist_name, ep.name) in seen:  # the same dist on sys.path twice
             continue
         seen.add((dist_name, ep.name))
@@ -243,43 +241,6 @@ def _load_entry_points(plugins: PluginSet, env: Mapping[str, str]) -> None:
             log.warning("%s names %r, which is no installed plugin (neither a distribution "
                         "nor an entry point name); `hostcore plugins` lists them", variable,
                         name)
-
-
-class DistLabel(NamedTuple):
-    """What the loader reads from a distribution's core metadata."""
-
-    name: str
-    version: str | None
-    requires: tuple[str, ...]  # every Requires-Dist line, as written
-
-
-def _label(dist: Any, cache: dict[int, DistLabel]) -> DistLabel:
-    """A distribution's name, version and requirements, read once from its header lines.
-
-    Read by hand, not through ``dist.name``/``dist.version``/``dist.requires``:
-    those parse the whole file with the ``email`` package on every access, the
-    largest cost of listing plugins (benchmarks/startup.py).
-    """
-    if dist is None:
-        return DistLabel("unknown", None, ())
-    found = cache.get(id(dist))
-    if found is None:
-        name: str | None = None
-        version: str | None = None
-        requires: list[str] = []
-        text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
-        for line in text.splitlines():
-            if not line:
-                break  # the headers end at the first blank line
-            key, _, value = line.partition(":")
-            if key == "Name":
-                name = value.strip()
-            elif key == "Version":
-                version = value.strip()
-            elif key == "Requires-Dist":
-                requires.append(value.strip())
-        found = cache[id(dist)] = DistLabel(name or "unknown", version, tuple(requires))
-    return found
 
 
 # How a stated range's clauses are shown: lower bounds first, as people write them

@@ -218,3 +218,18 @@ def test_strict_mode_cli_exits_nonzero_naming_the_plugin(tmp_path, fake_site, pl
     assert strict.returncode == 1
     assert "plugin 'broken' (fake-broken 1.0) failed" in strict.stderr
     assert "the broken plugin cannot start" in strict.stderr
+
+
+def test_the_hosts_own_commands_do_not_import_what_plugin_commands_need(tmp_path):
+    """`status` must not pay for `export`, `poll` or `custody` (a cold-start cost)."""
+    import subprocess
+    import sys
+
+    script = ("import sys; from hostcore.cli.app import run_cli; "
+              f"run_cli(['--root', {str(tmp_path / 'r')!r}, 'status', '--json']); "
+              "print([m for m in ('hostcore.export.commands', 'hostcore.workitems.commands',"
+              " 'hostcore.evidence.commands', 'hostcore_file_custody.commands')"
+              " if m in sys.modules])")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=True, timeout=120)
+    assert done.stdout.strip().splitlines()[-1] == "[]"

@@ -26,7 +26,9 @@ def test_every_cli_command_is_documented_in_cli_md():
     allow = "hostcore-github-capture,hostcore-file-custody,hostcore-gh"
     plugin_set = load_plugins(BUILTIN_PLUGINS, (), load_entrypoints=True,
                               env={"HOSTCORE_LOAD_PLUGINS": allow})
-    paths = _command_paths(build_cli(plugin_set))
+    cli = build_cli(plugin_set)
+    cli.list_commands(click.Context(cli))  # attaches the commands plugins add
+    paths = _command_paths(cli)
     assert "hostcore capture revalidate" in paths  # the plugins' commands were found
     text = CLI_DOC.read_text(encoding="utf-8")
     missing = [path for path in paths if f"`{path}" not in text]

@@ -14,6 +14,7 @@ import os
 import sqlite3
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -28,10 +29,38 @@ log = logging.getLogger("hostcore.cli")
 LOG_FORMAT = "hostcore: %(levelname)s: %(message)s"
 
 
+class RootGroup(click.Group):
+    """The root group: the host's own commands at once, the rest when first needed.
+
+    Commands added through the ``hostcore_commands`` hook are attached the first
+    time a name outside the host's own four is looked up, or the list is asked
+    for (``--help``): running ``status`` or ``run --once`` never imports what
+    ``export``, ``capture`` or ``custody`` need, which would cost every cold start.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.plugin_set: PluginSet | None = None
+
+    def _attach_plugin_commands(self) -> None:
+        plugin_set, self.plugin_set = self.plugin_set, None
+        if plugin_set is not None:
+            plugin_set.pm.hook.hostcore_commands(cli=self)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            self._attach_plugin_commands()
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._attach_plugin_commands()
+        return super().list_commands(ctx)
+
+
 def build_cli(plugin_set: PluginSet) -> click.Group:
     """The root command group, with built-in and plugin subcommands attached."""
 
-    @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+    @click.group(cls=RootGroup, context_settings={"help_option_names": ["-h", "--help"]})
     @click.version_option(__version__, prog_name="hostcore", message="%(prog)s %(version)s")
     @click.option("--root", type=click.Path(path_type=Path),
                   envvar="HOSTCORE_ROOT", show_envvar=True,
@@ -56,7 +85,8 @@ def build_cli(plugin_set: PluginSet) -> click.Group:
 
     for command in COMMANDS:
         cli.add_command(command)
-    plugin_set.pm.hook.hostcore_commands(cli=cli)
+    assert isinstance(cli, RootGroup)
+    cli.plugin_set = plugin_set
     return cli
 
 

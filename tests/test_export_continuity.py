@@ -19,7 +19,8 @@ from hostcore_directory_destination.destination import DirectoryDestination
 
 from hostcore.evidence.store import EvidenceRow
 from hostcore.export.batch import DestinationChanged
-from hostcore.export.exporter import Exporter, ExportSummary, local_governance, select_destination
+from hostcore.export.destinations import select_destination
+from hostcore.export.exporter import Exporter, ExportSummary, local_governance
 from hostcore.export.refcache import CACHE_PATH
 
 ROWS = 60

@@ -12,12 +12,12 @@ import pytest
 
 from hostcore.evidence.store import EvidenceRow
 from hostcore.export.batch import EXPORT_ROW_FIELDS, ExportBatch, ExportRow, apply_governance
+from hostcore.export.destinations import select_destination
 from hostcore.export.exporter import (
     AdoptRefused,
     Exporter,
     decisions_identity,
     local_governance,
-    select_destination,
     terms_identity,
 )
 from hostcore.export.ref import Conflict, Ref, Status, fold

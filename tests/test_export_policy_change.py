@@ -26,7 +26,8 @@ from hostcore.evidence.inputs import CLASS_LIST_FILE, ClassList
 from hostcore.evidence.seam import FETCH_ROWS, ExportSeam
 from hostcore.evidence.store import EvidenceRow
 from hostcore.export.batch import ExportBatch
-from hostcore.export.exporter import BATCH_ROWS, Exporter, select_destination
+from hostcore.export.destinations import select_destination
+from hostcore.export.exporter import BATCH_ROWS, Exporter
 from hostcore.export.ref import Ref
 from hostcore.host import Host
 

@@ -167,7 +167,8 @@ def test_a_move_by_another_writer_is_reported_after_the_exports_next_contact(mak
     import hostcore_directory_destination.plugin as directory_plugin
 
     from hostcore.evidence.store import EvidenceRow
-    from hostcore.export.exporter import Exporter, select_destination
+    from hostcore.export.destinations import select_destination
+    from hostcore.export.exporter import Exporter
 
     outbox = tmp_path / "outbox"
     host = make_host(directory_plugin, config={

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from hostcore.export.batch import ExportBatch, ExportRow, apply_governance
-    from hostcore.export.exporter import Exporter, ExportSummary, select_destination
+    from hostcore.export.destinations import select_destination
+    from hostcore.export.exporter import Exporter, ExportSummary
 
 __all__ = ["ExportBatch", "ExportRow", "ExportSummary", "Exporter", "apply_governance",
            "select_destination"]
@@ -33,7 +34,7 @@ _HOMES = {
     "apply_governance": "hostcore.export.batch",
     "Exporter": "hostcore.export.exporter",
     "ExportSummary": "hostcore.export.exporter",
-    "select_destination": "hostcore.export.exporter",
+    "select_destination": "hostcore.export.destinations",
 }
 
 

@@ -11,7 +11,8 @@ import sys
 import click
 
 from hostcore.errors import HostcoreError
-from hostcore.export.exporter import Exporter, ExportSummary, adopt_hint, select_destination
+from hostcore.export.destinations import select_destination
+from hostcore.export.exporter import Exporter, ExportSummary, adopt_hint
 from hostcore.export.plugin import CONFLICT_HINT
 from hostcore.export.ref import GOVERNANCE
 from hostcore.host import Host

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from hostcore.errors import ConfigError
-from hostcore.export.exporter import Exporter, select_destination
+from hostcore.export.destinations import select_destination
 from hostcore.export.ref import GOVERNANCE
 from hostcore.plugin.markers import hookimpl
 from hostcore.plugin.registration import WorkerResult
@@ -72,6 +72,8 @@ class ExportWorker:
         return None
 
     def run(self, host: Host) -> WorkerResult:
+        from hostcore.export.exporter import Exporter  # the engine loads when it runs
+
         summary = Exporter(host, select_destination(host)).run(max_rows=self.run_rows)
         # A conflict is not a failed step: content went out, and the conflict is in
         # status and announced once; failing every tick would say nothing new.
@@ -84,6 +86,8 @@ class ExportWorker:
             destination = select_destination(self.host)
         except ConfigError:
             return {}  # availability already says why
+        from hostcore.export.exporter import Exporter
+
         return Exporter(self.host, destination).report().as_status()
 
 

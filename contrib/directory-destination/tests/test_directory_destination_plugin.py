@@ -9,7 +9,8 @@ from hostcore_directory_destination.destination import DirectoryDestination
 
 from hostcore.errors import ConfigError
 from hostcore.evidence.store import EvidenceRow
-from hostcore.export.exporter import Exporter, select_destination
+from hostcore.export.destinations import select_destination
+from hostcore.export.exporter import Exporter
 from hostcore.export.ref import Ref
 
 

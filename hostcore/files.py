@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -124,8 +123,7 @@ def atomic_write(
 
 def _replace(path: Path, data: bytes, mode: int, durable: bool) -> None:
     ensure_dir(path.parent)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
-                                    dir=path.parent)
+    fd, tmp_name = _new_temp(path)
     try:
         os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as handle:
@@ -141,6 +139,20 @@ def _replace(path: Path, data: bytes, mode: int, durable: bool) -> None:
         raise
     if durable:
         fsync_dir(path.parent)
+
+
+def _new_temp(path: Path) -> tuple[int, str]:
+    """A new, exclusive ``.<name>.<pid>.<random>.tmp`` beside ``path``, open for writing.
+
+    Made here rather than with :mod:`tempfile`, whose import costs a cold start
+    more than every state write of a tick (``benchmarks/startup.py``).
+    """
+    while True:
+        name = str(path.parent / f".{path.name}.{os.getpid()}.{os.urandom(6).hex()}.tmp")
+        try:
+            return open_state_file(Path(name), os.O_WRONLY | os.O_CREAT | os.O_EXCL), name
+        except FileExistsError:
+            continue  # 48 random bits met another file: draw again
 
 
 def remove_stale_temps(root: Path) -> int:

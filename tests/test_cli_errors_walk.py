@@ -168,7 +168,7 @@ CASES: dict[str, Case] = {
     "evidence: damaged": Case(at(damaged, "evidence"), 1, ["store.sqlite3", "malformed"]),
     "purge: damaged": Case(at(damaged, "purge", "--source", "s", "--yes"), 1,
                            ["store.sqlite3", "malformed"]),
-    "export: damaged": Case(at(damaged, "export"), 1, ["malformed"],
+    "export: damaged": Case(at(damaged, "export"), 1, ["store.sqlite3", "malformed"],
                             plugins="directory-destination"),
     "root under a file": Case(env_root(under_a_file, "run", "--once"), 2,
                               ["state root", "a-file"], keeps=[]),
@@ -205,9 +205,11 @@ CASES: dict[str, Case] = {
     "interval nan": Case(at(with_config("[run]\ninterval_seconds = nan\n"), "run"), 2,
                          ["run.interval_seconds"]),
     "ledger record is a folder": Case(at(lambda t: ledger_root(t, "record"), "run", "--once"),
-                                      1, ["poll", "Is a directory"], plugins="task-folder"),
+                                      1, ["poll", "Is a directory", "portable/task_"],
+                                      plugins="task-folder"),
     "ledger index is a folder": Case(at(lambda t: ledger_root(t, "index"), "run", "--once"),
-                                     1, ["poll", "Is a directory"], plugins="task-folder"),
+                                     1, ["poll", "Is a directory", "index.sqlite3"],
+                                     plugins="task-folder"),
 }
 
 

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from hostcore.evidence import schema
 from hostcore.evidence.schema import COLUMNS, TUPLE_COLUMNS, SeamError
+from hostcore.evidence.store import StoreError, describe_failure
 
 if TYPE_CHECKING:
     from hostcore.evidence.policy import Policy
@@ -134,6 +135,15 @@ class ExportSeam:
 
     def _run(self, sql: str, partition: str | None, after: int,
              until: int) -> Generator[list[Row], None, None]:
+        try:
+            yield from self._read(sql, partition, after, until)
+        except sqlite3.DatabaseError as exc:
+            # Say which file and why, as the store does: a damaged store must not
+            # read as an anonymous database error.
+            raise StoreError(describe_failure(self._store.path, exc, read_only=True)) from None
+
+    def _read(self, sql: str, partition: str | None, after: int,
+              until: int) -> Generator[list[Row], None, None]:
         db = schema.connect(self._store.path, readonly=True)
         try:
             # One read transaction: the scopes evaluated and the rows read are the

@@ -41,11 +41,14 @@ def hostcore_sources(host: Host) -> Source | Iterable[Source] | None:
 
     Each tick the host calls ``source.read(cursor)`` with the cursor it persisted
     for that source (``None`` the first time). ``read`` returns a
-    ``hostcore.evidence.store.SourceBatch`` of new evidence and the cursor to persist with
+    ``hostcore.plugin.SourceBatch`` of new evidence and the cursor to persist with
     it; the host appends the rows and stores the cursor in one transaction, so a
     crash never duplicates or loses a row. Reading the same input twice must add
-    nothing. A source that raises is reported by name and skipped; the others
-    still ingest.
+    nothing. Input that cannot become a row is counted by reason in
+    ``SourceBatch.skipped`` (``hostcore status`` shows it per source) and never
+    stops the lines after it. A source that raises keeps its cursor and is read
+    again next tick; the others still ingest, then the ingest step fails naming
+    it, so ``hostcore run --once`` exits 1.
 
     Example::
 

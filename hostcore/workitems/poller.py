@@ -664,6 +664,8 @@ class Poller:
     def _ledger_failed(summary: PollSummary, exc: OSError | sqlite3.DatabaseError) -> None:
         what = (exc.strerror if isinstance(exc, OSError) and exc.strerror
                 else str(exc) or type(exc).__name__)
+        if isinstance(exc, OSError) and exc.filename:
+            what = f"{exc.filename}: {what}"  # for the person reading stderr, not the log
         summary.ledger_error = what
         summary.errors.append(f"ledger: {what}; the rest of this provider's cycle was skipped")
         # The summary carries it to the command's output and the poll step's result.

@@ -46,7 +46,7 @@ import msgspec
 from hostcore.records import encode_json
 
 if TYPE_CHECKING:
-    from hostcore.evidence.store import EvidenceRow, SourceBatch
+    from hostcore.evidence.rows import EvidenceRow, SourceBatch
 
 log = logging.getLogger("hostcore.evidence.transcripts")
 
@@ -575,7 +575,7 @@ class TranscriptSource:
 
     def read(self, cursor: str | None) -> SourceBatch:
         """New rows since ``cursor`` and the cursor to persist with them."""
-        from hostcore.evidence.store import SourceBatch
+        from hostcore.evidence.rows import SourceBatch
 
         counts = self.counts = ReadCounts()
         self._remote_memo = {}

@@ -205,7 +205,7 @@ class DestinationConformance(_PluginSuite):
 
     def test_the_export_engine_reaches_the_end_and_a_rerun_pushes_nothing(
             self, destination_host: Any, destinations: list[Any], held_positions: Any) -> None:
-        from hostcore.evidence.store import EvidenceRow
+        from hostcore.evidence.rows import EvidenceRow
         from hostcore.export.exporter import Exporter
         from hostcore.export.ref import DEFAULT_STREAM
 

@@ -44,7 +44,7 @@ class SourceConformance(_PluginSuite):
             "(host) -> None that adds malformed input for your source.")
 
     def _read(self, source: Any, cursor: str | None) -> Any:
-        from hostcore.evidence.store import EvidenceRow, SourceBatch
+        from hostcore.evidence.rows import EvidenceRow, SourceBatch
 
         try:
             batch = source.read(cursor)

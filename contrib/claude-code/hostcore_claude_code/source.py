@@ -20,7 +20,7 @@ from pathlib import Path
 
 import msgspec
 
-from hostcore.evidence.store import EvidenceRow
+from hostcore.evidence.rows import EvidenceRow
 from hostcore.evidence.transcripts import FileState, Line, TranscriptSource, line_key
 
 NAME = "claude-code"

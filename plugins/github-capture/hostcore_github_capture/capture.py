@@ -38,7 +38,7 @@ from typing import Any, Protocol
 import msgspec
 from hostcore_gh.runner import GhAuthError, GhError, GhResponse, GhUnavailable
 
-from hostcore.evidence.store import EvidenceRow
+from hostcore.evidence.rows import EvidenceRow
 from hostcore_github_capture.sidecar import CAPTURE_PARTITION
 from hostcore_github_capture.stamps import ahead
 from hostcore_github_capture.state import CaptureState, RepoPoll, StateFile

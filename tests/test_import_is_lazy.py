@@ -73,3 +73,25 @@ def test_building_a_host_with_every_plugin_spawns_nothing_and_imports_nothing_he
     assert len(loaded) >= 8, loaded  # every first-party and contrib plugin is installed
     assert spawned == []
     assert sorted(m for m in modules if m.split(".")[0] in NOT_AT_BUILD) == []
+
+
+def test_listing_plugins_with_a_configured_gh_spawns_nothing(tmp_path):
+    """Whether gh runs is learnt from the first request, not from a listing."""
+    root = tmp_path / "root"
+    root.mkdir(mode=0o700)
+    (root / "hostcore.toml").write_text('[plugins.gh]\nrepos = ["octo/tool"]\n')
+    script = (
+        "import json, sys\n"
+        "spawned = []\n"
+        "sys.addaudithook(lambda e, a: spawned.append(e) if e in "
+        "('subprocess.Popen', 'os.posix_spawn', 'os.exec') else None)\n"
+        "from hostcore import Host\n"
+        f"host = Host(root={str(root)!r}, env={{'HOSTCORE_LOAD_PLUGINS': 'hostcore-gh'}})\n"
+        "infos = host.plugin_infos(); host.status()\n"
+        "regs = [r.available for i in infos for r in i.registrations if r.kind == 'provider']\n"
+        "print(json.dumps([spawned, regs]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
+                         text=True)
+    spawned, available = json.loads(out.stdout.splitlines()[-1])
+    assert available == [True] and spawned == []

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -203,6 +202,8 @@ class DirectoryDestination:
             return found
         ensure_dir(self.path)
         created = uuid.uuid4().hex
+        import tempfile  # only a first push creates the id; a cold start does not pay
+
         fd, tmp = tempfile.mkstemp(prefix=f"{INSTANCE_FILE}.", suffix=".tmp", dir=self.path)
         try:
             try:

@@ -20,7 +20,6 @@ import contextlib
 import ctypes
 import errno
 import os
-import secrets
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -44,7 +43,7 @@ _RENAME_NOREPLACE = 1
 
 
 def temp_name(name: str) -> str:
-    return f".{name}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
+    return f".{name}.{os.urandom(4).hex()}{TEMP_SUFFIX}"
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -104,6 +103,9 @@ def _publish(open_tmp: Callable[[int], int], data: bytes, durable: bool,
 
 
 def _load_renameat2() -> Callable[..., int] | None:
+    """The C library's ``renameat2``. Loaded when this module is imported (by the
+    sweep, recovery or status, never by building a host), not on first use: a
+    process that drops privileges later may no longer be able to import ctypes."""
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -116,6 +118,7 @@ def _load_renameat2() -> Callable[..., int] | None:
     return function
 
 
+
 _RENAMEAT2 = _load_renameat2()
 
 
@@ -124,10 +127,11 @@ def rename_noreplace(src_dir_fd: int, src: str, dst_dir_fd: int, dst: str) -> No
 
     Raises ``OSError(ENOSYS)`` where the C library has no ``renameat2``.
     """
-    if _RENAMEAT2 is None:
+    renameat2 = _RENAMEAT2
+    if renameat2 is None:
         raise OSError(errno.ENOSYS, "renameat2 is unavailable")
-    if _RENAMEAT2(src_dir_fd, os.fsencode(src), dst_dir_fd, os.fsencode(dst),
-                  _RENAME_NOREPLACE) != 0:
+    if renameat2(src_dir_fd, os.fsencode(src), dst_dir_fd, os.fsencode(dst),
+                 _RENAME_NOREPLACE) != 0:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code))
 
@@ -147,7 +151,7 @@ def put_back_method(private_fd: int) -> PutBack | None:
     device = os.fstat(private_fd).st_dev
     if device in _PUT_BACK:
         return _PUT_BACK[device]
-    probe = f".probe-{secrets.token_hex(6)}"
+    probe = f".probe-{os.urandom(6).hex()}"
     moved = f"{probe}.moved"
     os.close(os.open(probe, _NEW_FILE, FILE_MODE, dir_fd=private_fd))
     try:

@@ -32,7 +32,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -43,6 +42,8 @@ from urllib.parse import urlencode
 import msgspec
 
 if TYPE_CHECKING:
+    import subprocess
+
     import tenacity
 
 # At most this many runs of gh per api() call (the first try included).
@@ -236,12 +237,39 @@ class GhRunner:
         self.attempts = attempts
         self.wait = wait
         self._version_ok = False  # set once `gh --version` succeeded; never re-checked after
+        self._broken: str | None = None  # why gh does not run, once a run showed it
         self.runs = 0  # gh subprocesses started, for status and tests
 
     def availability(self) -> str | None:
-        """``None`` when gh runs, else a sentence saying why not. Cached once it runs."""
+        """``None`` when gh is installed (and did not fail to run), else why not.
+
+        Spawns nothing: hostcore asks this whenever plugins are listed or a host
+        reports status. Whether gh actually runs is checked by the first
+        :meth:`api` call, once, and remembered here.
+        """
+        if self._broken is not None:
+            return self._broken
+        if shutil.which(self.executable, path=self.env.get("PATH")) is None:
+            return (f"the GitHub CLI ({self.executable!r}) is not installed or not on PATH; "
+                    "install gh to use this provider")
+        return None
+
+    def _verify(self) -> None:
+        """Run ``gh --version`` once, before the first request; :class:`GhUnavailable`
+        (remembered for :meth:`availability`) when gh is missing or does not run."""
         if self._version_ok:
-            return None
+            return
+        missing = self.availability()
+        if missing is not None:
+            raise GhUnavailable(missing)  # not remembered: gh may be installed later
+        self._broken = self._version_problem()
+        if self._broken is not None:
+            raise GhUnavailable(self._broken)
+        self._version_ok = True
+
+    def _version_problem(self) -> str | None:
+        import subprocess  # only a process that asks GitHub pays for it
+
         path = shutil.which(self.executable, path=self.env.get("PATH"))
         if path is None:
             return (f"the GitHub CLI ({self.executable!r}) is not installed or not on PATH; "
@@ -253,7 +281,7 @@ class GhRunner:
             return f"the GitHub CLI ({path}) does not run: {type(exc).__name__}: {exc}"
         if done.returncode != 0 or not done.stdout.startswith(b"gh version"):
             return f"the GitHub CLI ({path}) does not run: `gh --version` failed"
-        self._version_ok = True
+        return None
         return None
 
     def api(
@@ -275,6 +303,7 @@ class GhRunner:
         there is no response. ``deadline`` is a :func:`time.monotonic` instant
         bounding every run and wait of the call.
         """
+        self._verify()
         target = path.lstrip("/")
         if params:
             target = f"{target}{'&' if '?' in target else '?'}{urlencode(dict(params))}"
@@ -323,6 +352,8 @@ class GhRunner:
         try:
             # A session of its own: a stop kills gh and anything it started, and a
             # terminal's Ctrl-C reaches hostcore only, which then decides.
+            import subprocess  # imported on first use: a cold start spawns nothing
+
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, env=self.env,
                                     start_new_session=True)
@@ -360,6 +391,8 @@ def _wait(proc: subprocess.Popen[bytes], timeout: float,
     """gh's output once it exits; kills it (:class:`GhTimeout`, :class:`GhCancelled`)
     when ``timeout`` seconds pass or ``cancel`` is set first. ``communicate`` keeps
     reading across its own timeouts, so a large answer never fills the pipe."""
+    import subprocess  # loaded by the Popen that started proc
+
     ends = time.monotonic() + timeout
     while True:
         try:

@@ -231,7 +231,12 @@ def _acquire(fd: int, path: Path, timeout: float | None) -> None:
     if timeout is None:
         fcntl.flock(fd, fcntl.LOCK_EX)
         return
-    # Imported here: only a bounded wait retries, and building a Host must not
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return  # free: the common case pays for no retry machinery
+    except BlockingIOError:
+        pass
+    # Imported here: only a contended lock retries, and a cold start must not
     # import tenacity (benchmarks/startup.py).
     import tenacity
 

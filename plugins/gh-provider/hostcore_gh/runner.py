@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import threading
 import time
@@ -249,7 +248,7 @@ class GhRunner:
         """
         if self._broken is not None:
             return self._broken
-        if shutil.which(self.executable, path=self.env.get("PATH")) is None:
+        if _which(self.executable, self.env.get("PATH")) is None:
             return (f"the GitHub CLI ({self.executable!r}) is not installed or not on PATH; "
                     "install gh to use this provider")
         return None
@@ -270,7 +269,7 @@ class GhRunner:
     def _version_problem(self) -> str | None:
         import subprocess  # only a process that asks GitHub pays for it
 
-        path = shutil.which(self.executable, path=self.env.get("PATH"))
+        path = _which(self.executable, self.env.get("PATH"))
         if path is None:
             return (f"the GitHub CLI ({self.executable!r}) is not installed or not on PATH; "
                     "install gh to use this provider")
@@ -384,6 +383,21 @@ def _last_outcome(state: tenacity.RetryCallState) -> GhResponse:
     assert state.outcome is not None  # called only after an attempt
     response: GhResponse = state.outcome.result()
     return response
+
+
+def _which(name: str, path: str | None) -> str | None:
+    """Where ``name`` runs from on ``path``, as ``shutil.which`` finds it on POSIX.
+
+    Written out because ``shutil`` drags in the compression modules, and this is
+    asked whenever plugins are listed (benchmarks/startup.py).
+    """
+    if os.sep in name:
+        return name if os.access(name, os.X_OK) and not os.path.isdir(name) else None
+    for folder in (path if path is not None else os.defpath).split(os.pathsep):
+        candidate = os.path.join(folder or os.curdir, name)
+        if os.access(candidate, os.X_OK) and not os.path.isdir(candidate):
+            return candidate
+    return None
 
 
 def _wait(proc: subprocess.Popen[bytes], timeout: float,

@@ -19,7 +19,7 @@ telemetry carries only counts, booleans and the reason enum.
 from __future__ import annotations
 
 import contextlib
-import secrets
+import os
 import time
 import typing
 from collections.abc import Callable
@@ -84,7 +84,7 @@ def _authority(registry: HeartbeatRegistry, instance: str,
 
 
 def _audit_name() -> str:
-    return f"{time.time_ns():020d}-{secrets.token_hex(4)}"
+    return f"{time.time_ns():020d}-{os.urandom(4).hex()}"
 
 
 class AuditJournal:

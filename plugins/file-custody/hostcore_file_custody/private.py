@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import stat
 import time
 from pathlib import Path
@@ -147,7 +146,7 @@ def same_private_dir(parent_fd: int, private_fd: int) -> bool:
 
 
 def new_op() -> str:
-    return f"op_{time.time_ns():x}_{secrets.token_hex(6)}"
+    return f"op_{time.time_ns():x}_{os.urandom(6).hex()}"
 
 
 def write_manifest(private_fd: int, manifest: DeletionManifest) -> None:

@@ -31,7 +31,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import secrets
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -61,7 +60,7 @@ _INSTANCE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 
 
 def new_generation_id() -> str:
-    return f"gen_{secrets.token_hex(16)}"
+    return f"gen_{os.urandom(16).hex()}"
 
 
 def is_generation_id(value: object) -> bool:
@@ -235,7 +234,7 @@ class HeartbeatRegistry:
         sweep when a sweep holds it.
         """
         require_custody()
-        instance = check_instance(instance or f"ses_{secrets.token_hex(12)}")
+        instance = check_instance(instance or f"ses_{os.urandom(12).hex()}")
         if not self._ensured:
             self.ensure()
         lifetime = LifetimeCustody(self.lock_path(instance), wait_seconds=wait_seconds,

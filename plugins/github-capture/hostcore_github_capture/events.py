@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from hostcore.telemetry import EventSpec
-from hostcore_github_capture.sidecar import TRIGGERS, UNITS
 from hostcore_github_capture.stamps import FIELDS
+
+# What starts a revalidation pass, and what a pass reads; defined here, with the
+# events that report them, so cataloguing the events loads no sidecar code.
+TRIGGERS = ("initial", "fingerprint", "replaced", "regressed", "age", "requested")
+UNITS = ("rows", "tuples")
 
 EVENTS = (
     EventSpec(

@@ -56,6 +56,7 @@ from typing import Any, Protocol
 import msgspec
 
 from hostcore.evidence.rows import PartitionVersion
+from hostcore_github_capture.events import UNITS
 from hostcore_github_capture.remotes import KeyReducer
 from hostcore_github_capture.stamps import ahead
 from hostcore_github_capture.state import (
@@ -74,8 +75,6 @@ MAX_DERIVATION_AGE_SECONDS = 7 * 24 * 3600.0
 # Capture output: stored like evidence, exported through the seam, never inventory input.
 CAPTURE_PARTITION = "github_events"
 
-TRIGGERS = ("initial", "fingerprint", "replaced", "regressed", "age", "requested")
-UNITS = ("rows", "tuples")
 # What a pass reads unless configured otherwise: the property test over random
 # histories (tests/test_capture_unit_equivalence.py) finds both units derive the
 # same inventory, and tuples converge in a tick where rows take dozens.

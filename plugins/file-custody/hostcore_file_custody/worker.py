@@ -125,6 +125,8 @@ class CustodyWorker:
                             counts={"registries": 1, **report.counts()})
 
     def status(self) -> dict[str, Any]:
+        if AVAILABLE and not self.path.is_dir():
+            return {"registries": 0}  # nothing to count, and nothing to import for it
         from hostcore_file_custody.registry import HeartbeatRegistry
         from hostcore_file_custody.status import custody_status
 

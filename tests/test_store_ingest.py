@@ -162,3 +162,14 @@ def test_ingesting_twice_adds_nothing(make_host):
     host.tick()
     assert host.store.partitions()["f"].row_count == 4
     assert host.store.head_position() == 4
+
+
+def test_a_nul_in_a_text_field_is_counted_and_skipped_so_no_destination_chokes(tmp_path):
+    from hostcore.evidence.store import Store
+
+    store = Store(tmp_path / "store.sqlite3")
+    rows = [EvidenceRow(partition="p", source_id="s", session_id="a\0b", payload={}),
+            EvidenceRow(partition="p", source_id="s", directory="/w\0x", payload={}),
+            EvidenceRow(partition="p", source_id="s", session_id="fine", payload={"t": "a\0"})]
+    assert store.append(rows, source="s") == 1  # NUL inside JSON is escaped: kept
+    assert store.source_health()["s"].skipped == {"unencodable": 2}

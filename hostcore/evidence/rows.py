@@ -12,7 +12,7 @@ import msgspec
 
 from hostcore.errors import RecordError
 
-__all__ = ["EvidenceRow", "PartitionVersion", "SourceBatch"]
+__all__ = ["EvidenceRow", "PartitionVersion", "SourceBatch", "storable_text"]
 
 
 class EvidenceRow(msgspec.Struct, kw_only=True):
@@ -73,3 +73,22 @@ class PartitionVersion(msgspec.Struct, frozen=True):
         if not sep or not epoch.isdigit() or not count.isdigit():
             raise RecordError(f"partition version {text!r}: expected 'epoch:rowCount'")
         return cls(int(epoch), int(count))
+
+
+def storable_text(text: str) -> bool:
+    """Whether ``text`` can be a text field of a row, here and at every destination.
+
+    UTF-8 cannot hold a lone surrogate (a name with undecodable bytes), and
+    PostgreSQL text cannot hold NUL: such a value would fail every push of the
+    export, so it is counted and skipped when it arrives instead.
+    """
+    if text.isascii():
+        return "\0" not in text
+    if "\0" in text:
+        return False
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+

@@ -44,7 +44,7 @@ import msgspec
 from hostcore.errors import HostcoreError, RecordError
 from hostcore.evidence import schema
 from hostcore.evidence.paths import within
-from hostcore.evidence.rows import EvidenceRow, PartitionVersion, SourceBatch
+from hostcore.evidence.rows import EvidenceRow, PartitionVersion, SourceBatch, storable_text
 from hostcore.timestamps import canonical, format_utc, parse, utc_now
 
 # EvidenceRow, PartitionVersion and SourceBatch live in hostcore.evidence.rows;
@@ -62,7 +62,7 @@ _payload_encoder = msgspec.json.Encoder()
 _json_list = msgspec.json.Encoder()
 
 # Why a row was not stored although its batch was (counted per source).
-UNENCODABLE = "unencodable"  # text that is not valid Unicode (a lone surrogate)
+UNENCODABLE = "unencodable"  # text no destination can hold: a lone surrogate, or NUL
 BAD_VALUE = "bad_value"      # a field of the wrong type, a payload JSON cannot hold
 
 
@@ -215,7 +215,8 @@ class Store:
 
         A row whose ``(partition, key)`` is already stored, or was purged, is
         skipped and uses no position. A row whose values cannot be stored (text
-        that is not valid Unicode, a payload JSON cannot hold) is skipped and
+        that is not valid Unicode or holds NUL, which PostgreSQL destinations
+        cannot hold, or a payload JSON cannot hold) is skipped and
         counted, by reason, in the health of ``source`` (else of the row's
         ``source_id``); the rest is stored. A row that is not an
         :class:`EvidenceRow`, or has no partition or source id, is a bug of its
@@ -340,8 +341,8 @@ class Store:
         if not (isinstance(session, str) and isinstance(ts, str)
                 and isinstance(remote, str) and (key is None or isinstance(key, str))):
             return BAD_VALUE
-        if not (_text_ok(session) and _text_ok(ts) and _text_ok(remote)
-                and (key is None or _text_ok(key))):
+        if not (storable_text(session) and storable_text(ts) and storable_text(remote)
+                and (key is None or storable_text(key))):
             return UNENCODABLE
         part = self._partition_id(db, row.partition)
         scope = self._scope_id(db, row.directory, row.source_id)
@@ -368,7 +369,7 @@ class Store:
     def _partition_id(self, db: sqlite3.Connection, name: str) -> int | None:
         part = self._part_ids.get(name)
         if part is None:
-            if not isinstance(name, str) or not _text_ok(name):
+            if not isinstance(name, str) or not storable_text(name):
                 return None
             found = db.execute("SELECT id FROM partitions WHERE name = ?", (name,)).fetchone()
             if found is None:
@@ -382,8 +383,8 @@ class Store:
         key = (directory, source_id)
         scope = self._scope_ids.get(key)
         if scope is None:
-            if not (isinstance(directory, str) and _text_ok(directory)
-                    and isinstance(source_id, str) and _text_ok(source_id)):
+            if not (isinstance(directory, str) and storable_text(directory)
+                    and isinstance(source_id, str) and storable_text(source_id)):
                 return None
             db.execute("INSERT OR IGNORE INTO scopes (directory, source_id) VALUES (?, ?)", key)
             scope = db.execute("SELECT id FROM scopes WHERE directory = ? AND source_id = ?",
@@ -542,17 +543,6 @@ def _next_epoch(db: sqlite3.Connection) -> int:
     return found
 
 
-def _text_ok(text: str) -> bool:
-    """Whether SQLite can store ``text`` (UTF-8 cannot hold a lone surrogate)."""
-    if text.isascii():
-        return True
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _check_row(index: int, row: Any) -> None:
     if not isinstance(row, EvidenceRow):
         raise RecordError(f"evidence row {index}: expected EvidenceRow, got {type(row).__name__}")
@@ -671,7 +661,7 @@ def _clean_counts(counts: Any) -> dict[str, int]:
         return {}
     return {str(reason): n for reason, n in counts.items()
             if isinstance(n, int) and not isinstance(n, bool) and n > 0
-            and _text_ok(str(reason))}
+            and storable_text(str(reason))}
 
 
 def _purge_filter(db: sqlite3.Connection, source_id: str | None, session_id: str | None,

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, BinaryIO, NamedTuple
 
 import msgspec
 
+from hostcore.evidence.rows import storable_text
 from hostcore.records import encode_json
 
 if TYPE_CHECKING:
@@ -379,7 +380,7 @@ class _Walk:
                 continue
 
     def _found(self, name: str, path: str) -> None:
-        if _text_ok(name):
+        if storable_text(name):
             self.found[name] = path
         else:
             self.counts.unreadable += 1
@@ -405,15 +406,6 @@ def _within(path: str, folder: str) -> bool:
     return target == folder or target.startswith(folder.rstrip(os.sep) + os.sep)
 
 
-def _text_ok(text: str) -> bool:
-    """Whether ``text`` can be encoded (a name with undecodable bytes cannot)."""
-    if text.isascii():
-        return True
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 _USERINFO = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@]*@")
@@ -630,11 +622,11 @@ def _drop_unencodable(context: dict[str, str]) -> bool:
     the cursor that carries them could not be written, and no row may use them.
     Returns whether there was one."""
     for value in context.values():
-        if not value.isascii() and not _text_ok(value):
+        if not value.isascii() and not storable_text(value):
             break
     else:
         return False  # the common case, checked once per line: keep it cheap
-    for key in [key for key, value in context.items() if not _text_ok(value)]:
+    for key in [key for key, value in context.items() if not storable_text(value)]:
         del context[key]
     return True
 

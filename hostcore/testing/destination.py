@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from hostcore.plugin.registration import KINDS, validate
+from hostcore.plugin.registration import KINDS, availability, validate
 from hostcore.testing.kit import _PluginSuite, contract_failure, registered_objects, require
 
 # The origins (store identities) the kit's hand-made batches claim to come from.
@@ -69,8 +69,7 @@ class DestinationConformance(_PluginSuite):
     def destinations(self, destination_host: Any, plugin: object) -> list[Any]:
         found = registered_objects(destination_host, plugin, "destination")
         for destination in found:
-            check = getattr(destination, "availability", None)
-            reason = check() if callable(check) else None
+            reason = availability(destination)
             require(reason is None,
                     f"destination {destination.name!r} is unavailable ({reason}); give the "
                     "suite what it needs through `plugin_config` or `host_env`.")

@@ -7,7 +7,7 @@ from typing import Any, cast
 
 import pytest
 
-from hostcore.plugin.registration import KINDS, WorkerResult, validate
+from hostcore.plugin.registration import KINDS, WorkerResult, availability, validate
 from hostcore.testing.kit import (
     MAX_RUNS_TO_DRAIN,
     _PluginSuite,
@@ -36,8 +36,7 @@ class WorkerConformance(_PluginSuite):
         return lambda host: None
 
     def _run(self, host: Any, worker: Any) -> WorkerResult:
-        check = getattr(worker, "availability", None)
-        reason = check() if callable(check) else None
+        reason = availability(worker)
         require(reason is None,
                 f"worker {worker.name!r} is unavailable ({reason}), so the host would skip it "
                 "and there is nothing to check; give the suite what it needs through "

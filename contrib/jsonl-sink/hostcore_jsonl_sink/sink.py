@@ -26,13 +26,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 
-from hostcore.files import ensure_dir, fsync_dir, open_state_file
+from hostcore.files import ensure_dir, file_lock, fsync_dir, open_state_file
 from hostcore.records import encode_json
 from hostcore.telemetry import Event
 
@@ -119,14 +117,8 @@ class JsonlSink:
                 os.replace(self.path, self.rotated(1))
             fsync_dir(self.folder)
 
-    @contextlib.contextmanager
-    def _rotation_lock(self) -> Iterator[None]:
-        fd = open_state_file(self.folder / LOCK_NAME, os.O_RDWR | os.O_CREAT)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
+    def _rotation_lock(self) -> contextlib.AbstractContextManager[None]:
+        return file_lock(self.folder / LOCK_NAME)
 
     def rotated(self, n: int) -> Path:
         """The path of the ``n``-th most recent rotated file (1 is the newest)."""

@@ -17,19 +17,31 @@ import os
 import subprocess
 import sys
 import time
+from typing import Any
 
 from hostcore_file_custody import CustodyRefused, HeartbeatRegistry
 
 
-def sleep_forever() -> None:
+def sleep_forever(started: Any) -> None:
+    started.set()
     time.sleep(600)
 
 
 def start_child(method: str) -> int:
+    """Start the child and return its pid once it runs its own code.
+
+    ``start()`` returns as soon as the child exists; until the child gets the CPU,
+    its at-fork handlers (which drop the inherited session lock) have not run. A
+    machine under load can keep it waiting, so the child says when it runs.
+    """
     if method == "subprocess":
         return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"]).pid
-    process = multiprocessing.get_context(method).Process(target=sleep_forever, daemon=False)
+    context = multiprocessing.get_context(method)
+    started = context.Event()
+    process = context.Process(target=sleep_forever, args=(started,), daemon=False)
     process.start()
+    if not started.wait(60):
+        raise SystemExit("the child never started")
     assert process.pid is not None
     return process.pid
 

@@ -116,3 +116,59 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 pytest.fail(f"scripts/build-dist failed:\n{result.stderr[-3000:]}")
             (target / ".built").write_text("")
     return target
+
+
+def write_plugin_project(folder: Path, dist: str, plugin: str, *, ep_name: str | None = None,
+                         version: str = "1.0.0", requirement: str = "hostcore>=0.2") -> Path:
+    """A buildable plugin project in ``folder``: distribution ``dist``, one entry point
+    (named ``ep_name``, default ``dist``) on the module whose source is ``plugin``."""
+    package = dist.replace("-", "_")
+    (folder / package).mkdir(parents=True)
+    (folder / package / "__init__.py").write_text("")
+    (folder / package / "plugin.py").write_text(plugin)
+    (folder / "pyproject.toml").write_text(textwrap.dedent(f"""\
+        [build-system]
+        requires = ["hatchling>=1.27"]
+        build-backend = "hatchling.build"
+
+        [project]
+        name = "{dist}"
+        version = "{version}"
+        dependencies = ["{requirement}"]
+
+        [project.entry-points.hostcore]
+        {ep_name or dist} = "{package}.plugin"
+
+        [tool.hatch.build.targets.wheel]
+        packages = ["{package}"]
+        """))
+    return folder
+
+
+def make_outer_venv(folder: Path) -> Path:
+    """A venv at ``folder`` (no pip) that also sees this interpreter's site-packages, so
+    hostcore and pytest import there without a download; returns its python."""
+    import site
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True,
+                   timeout=120)
+    python = folder / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True, capture_output=True, text=True).stdout.strip()
+    outer = [p for p in site.getsitepackages() if Path(p).is_dir()]
+    (Path(purelib) / "_outer_environment.pth").write_text(
+        "import site; " + "; ".join(f"site.addsitedir({p!r})" for p in outer) + "\n")
+    return python
+
+
+@pytest.fixture(scope="session")
+def plugin_project() -> Callable[..., Path]:
+    """:func:`write_plugin_project`, for tests (module fixtures too) that build plugins."""
+    return write_plugin_project
+
+
+@pytest.fixture(scope="session")
+def outer_venv() -> Callable[[Path], Path]:
+    """:func:`make_outer_venv`, for tests that install into a fresh venv."""
+    return make_outer_venv

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import json
 import os
-import site
 import subprocess
 import sys
-import textwrap
 import zipfile
 from pathlib import Path
 
@@ -48,29 +46,6 @@ raise ImportError("acme-broken needs libfrobnicate, which is not installed")
 '''
 
 
-def write_project(folder: Path, dist: str, package: str, ep_name: str, plugin: str) -> Path:
-    (folder / package).mkdir(parents=True)
-    (folder / package / "__init__.py").write_text("")
-    (folder / package / "plugin.py").write_text(plugin)
-    (folder / "pyproject.toml").write_text(textwrap.dedent(f"""\
-        [build-system]
-        requires = ["hatchling>=1.27"]
-        build-backend = "hatchling.build"
-
-        [project]
-        name = "{dist}"
-        version = "2.3.4"
-        dependencies = ["hostcore>=0.2"]
-
-        [project.entry-points.hostcore]
-        {ep_name} = "{package}.plugin"
-
-        [tool.hatch.build.targets.wheel]
-        packages = ["{package}"]
-        """))
-    return folder
-
-
 class Venv:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
@@ -97,33 +72,25 @@ class Venv:
 
 
 @pytest.fixture(scope="module")
-def venv(tmp_path_factory) -> Venv:
+def venv(tmp_path_factory, outer_venv) -> Venv:
     folder = tmp_path_factory.mktemp("acceptance") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True,
-                   timeout=120)
-    env = Venv(folder)
-    purelib = subprocess.run(
-        [str(env.python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True, capture_output=True, text=True).stdout.strip()
-    outer = [p for p in site.getsitepackages() if Path(p).is_dir()]
-    (Path(purelib) / "_outer_environment.pth").write_text(
-        "import site; " + "; ".join(f"site.addsitedir({p!r})" for p in outer) + "\n")
-    return env
+    outer_venv(folder)
+    return Venv(folder)
 
 
 @pytest.fixture(scope="module")
-def good_installed(venv, tmp_path_factory) -> Venv:
+def good_installed(venv, tmp_path_factory, plugin_project) -> Venv:
     src = tmp_path_factory.mktemp("src")
-    venv.pip_install(write_project(src / "acme-notes", "acme-notes", "acme_notes",
-                                   "acme-notes", GOOD_PLUGIN))
+    venv.pip_install(plugin_project(src / "acme-notes", "acme-notes", GOOD_PLUGIN,
+                                    version="2.3.4"))
     return venv
 
 
 @pytest.fixture(scope="module")
-def broken_installed(good_installed, tmp_path_factory) -> Venv:
+def broken_installed(good_installed, tmp_path_factory, plugin_project) -> Venv:
     src = tmp_path_factory.mktemp("src-broken")
-    good_installed.pip_install(write_project(src / "acme-broken", "acme-broken", "acme_broken",
-                                             "acme-broken", BROKEN_PLUGIN))
+    good_installed.pip_install(plugin_project(src / "acme-broken", "acme-broken",
+                                              BROKEN_PLUGIN, version="2.3.4"))
     return good_installed
 
 

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import json
 import os
-import site
 import subprocess
 import sys
-import textwrap
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -53,32 +52,9 @@ def hostcore_workers(host):
 '''
 
 
-def write_project(folder: Path, dist: str, requirement: str, plugin: str) -> Path:
-    package = dist.replace("-", "_")
-    (folder / package).mkdir(parents=True)
-    (folder / package / "__init__.py").write_text("")
-    (folder / package / "plugin.py").write_text(plugin)
-    (folder / "pyproject.toml").write_text(textwrap.dedent(f"""\
-        [build-system]
-        requires = ["hatchling>=1.27"]
-        build-backend = "hatchling.build"
-
-        [project]
-        name = "{dist}"
-        version = "1.0.0"
-        dependencies = ["{requirement}"]
-
-        [project.entry-points.hostcore]
-        {dist} = "{package}.plugin"
-
-        [tool.hatch.build.targets.wheel]
-        packages = ["{package}"]
-        """))
-    return folder
-
-
 @pytest.fixture(scope="module")
-def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def venv(tmp_path_factory: pytest.TempPathFactory, outer_venv: Callable[[Path], Path],
+         plugin_project: Callable[..., Path]) -> Path:
     """A fresh venv seeing this environment's hostcore, with two plugins built and installed.
 
     ``acme-future`` states a range for the next hostcore minor; ``acme-current`` the
@@ -86,19 +62,12 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """
     work = tmp_path_factory.mktemp("host-range")
     folder = work / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True,
-                   timeout=120)
-    python = folder / "bin" / "python"
-    purelib = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True, capture_output=True, text=True).stdout.strip()
-    outer = [p for p in site.getsitepackages() if Path(p).is_dir()]
-    (Path(purelib) / "_outer_environment.pth").write_text(
-        "import site; " + "; ".join(f"site.addsitedir({p!r})" for p in outer) + "\n")
+    python = outer_venv(folder)
     projects = [
-        write_project(work / "future", "acme-future", f"hostcore{FUTURE_RANGE}", MUST_NOT_IMPORT),
-        write_project(work / "current", "acme-current", f"hostcore{CURRENT_RANGE}",
-                      WORKER_PLUGIN.format(suffix="current")),
+        plugin_project(work / "future", "acme-future", MUST_NOT_IMPORT,
+                       requirement=f"hostcore{FUTURE_RANGE}"),
+        plugin_project(work / "current", "acme-current", WORKER_PLUGIN.format(suffix="current"),
+                       requirement=f"hostcore{CURRENT_RANGE}"),
     ]
     wheels = work / "wheels"
     for project in projects:

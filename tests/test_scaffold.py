@@ -6,8 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import sysconfig
-import venv
 from pathlib import Path
 
 import pytest
@@ -29,27 +27,15 @@ def run(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | None =
     return done
 
 
-def see_this_environment(python: Path) -> None:
-    """Let the new venv import what this interpreter has (hostcore, pytest), also when
-    the tests themselves run in a virtual environment, which --system-site-packages
-    alone would skip. addsitedir also runs the .pth files of editable installs."""
-    here = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
-    site_dir = run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])")
-    lines = "".join(f"import site; site.addsitedir({path!r})\n" for path in here)
-    (Path(site_dir.stdout.strip()) / "_outer_environment.pth").write_text(lines)
-
-
-def test_a_new_plugin_of_every_kind_installs_passes_its_tests_and_is_listed(tmp_path):
+def test_a_new_plugin_of_every_kind_installs_passes_its_tests_and_is_listed(tmp_path,
+                                                                           outer_venv):
     work = tmp_path / "work"
     work.mkdir()
     for kind, name in PLUGINS.items():
         run(sys.executable, "-m", "hostcore", "new-plugin", name, "--kind", kind, cwd=work)
     folders = [work / f"hostcore-{name}" for name in PLUGINS.values()]
 
-    env_dir = tmp_path / "venv"
-    venv.create(env_dir, system_site_packages=True, with_pip=False)
-    python = env_dir / "bin" / "python"
-    see_this_environment(python)
+    python = outer_venv(tmp_path / "venv")
     editable = [arg for folder in folders for arg in ("-e", folder)]
     # The outer interpreter's pip installs into the venv: no network, no build isolation.
     run(sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps",

@@ -7,9 +7,10 @@ import subprocess
 import sys
 import textwrap
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -172,3 +173,29 @@ def plugin_project() -> Callable[..., Path]:
 def outer_venv() -> Callable[[Path], Path]:
     """:func:`make_outer_venv`, for tests that install into a fresh venv."""
     return make_outer_venv
+
+
+@pytest.fixture
+def export_root(tmp_path: Path) -> Callable[..., Path]:
+    """Make a state root exporting to ``<tmp_path>/outbox`` (the directory destination)
+    holding ``rows``; ``then(host)`` runs before the host closes (a policy, say)."""
+
+    def make(rows: Iterable[Any], then: Callable[[Any], None] | None = None) -> Path:
+        import hostcore_directory_destination.plugin as directory_plugin
+
+        from hostcore.host import Host
+
+        root = tmp_path / "root"
+        root.mkdir()
+        (root / "hostcore.toml").write_text(
+            f'[plugins.directory-destination]\npath = "{tmp_path / "outbox"}"\n')
+        host = Host(root=root, plugins=[directory_plugin], load_entrypoints=False, env={})
+        try:
+            host.store.append(rows)
+            if then is not None:
+                then(host)
+        finally:
+            host.close()
+        return root
+
+    return make

@@ -30,19 +30,10 @@ ROWS = 200_000
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
-    root = tmp_path / "root"
-    root.mkdir()
-    (root / "hostcore.toml").write_text(
-        f'[plugins.directory-destination]\npath = "{tmp_path / "outbox"}"\n')
-    host = Host(root=root, plugins=[directory_plugin], load_entrypoints=False, env={})
-    try:
-        host.store.append(EvidenceRow(partition="sessions", source_id="claude",
-                                      directory="/work/a", payload={"n": i, "text": "x" * 40})
-                          for i in range(ROWS))
-    finally:
-        host.close()
-    return root
+def root(export_root) -> Path:
+    return export_root(EvidenceRow(partition="sessions", source_id="claude",
+                                   directory="/work/a", payload={"n": i, "text": "x" * 40})
+                       for i in range(ROWS))
 
 
 def env_for(root: Path) -> dict[str, str]:

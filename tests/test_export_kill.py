@@ -24,24 +24,13 @@ DIRECTORIES = ("/work/a", "/work/b", "/work/secret")
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
+def root(export_root) -> Path:
     """A state root with rows in three directories, one of them local-only."""
-    root = tmp_path / "root"
-    root.mkdir()
-    (root / "hostcore.toml").write_text(
-        f'[plugins.directory-destination]\npath = "{tmp_path / "outbox"}"\n')
-    host = Host(root=root, plugins=[directory_plugin], load_entrypoints=False, env={})
-    try:
-        for directory in DIRECTORIES:
-            host.store.append(
-                EvidenceRow(partition="sessions", source_id="claude", directory=directory,
-                            payload={"n": i, "text": "x" * 80})
-                for i in range(ROWS_PER_DIRECTORY)
-            )
-        host.policy.input("class-list").set("/work/secret", "local-only")
-    finally:
-        host.close()
-    return root
+    return export_root(
+        (EvidenceRow(partition="sessions", source_id="claude", directory=directory,
+                     payload={"n": i, "text": "x" * 80})
+         for directory in DIRECTORIES for i in range(ROWS_PER_DIRECTORY)),
+        then=lambda host: host.policy.input("class-list").set("/work/secret", "local-only"))
 
 
 def env_for(root: Path) -> dict[str, str]:

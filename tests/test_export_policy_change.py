@@ -29,7 +29,6 @@ from hostcore.export.batch import ExportBatch
 from hostcore.export.destinations import select_destination
 from hostcore.export.exporter import BATCH_ROWS, Exporter
 from hostcore.export.ref import Ref
-from hostcore.host import Host
 
 # Rows of the real-process test: a second or so of export here.
 ROWS = 240_000
@@ -55,17 +54,8 @@ def leaked_past(rows, bound: int, *, directory: str | None = None,
 
 
 @pytest.fixture
-def big_root(tmp_path: Path) -> Path:
-    root = tmp_path / "root"
-    root.mkdir()
-    (root / "hostcore.toml").write_text(
-        f'[plugins.directory-destination]\npath = "{tmp_path / "outbox"}"\n')
-    host = Host(root=root, plugins=[directory_plugin], load_entrypoints=False, env={})
-    try:
-        host.store.append(alternating_rows(ROWS))
-    finally:
-        host.close()
-    return root
+def big_root(export_root) -> Path:
+    return export_root(alternating_rows(ROWS))
 
 
 def env_for(root: Path) -> dict[str, str]:

@@ -186,25 +186,14 @@ def drain(host: Any) -> tuple[int, int]:
     return sum(r.count("ingest", "rows") for r in reports), len(reports)
 
 
-class ClaudeFields(msgspec.Struct, rename="camel"):
-    type: str = ""
-    cwd: str | None = None
-    session_id: str | None = None
-    timestamp: str = ""
-    uuid: str | None = None
-    git_branch: str | None = None
-
-
-class CodexFields(msgspec.Struct):
-    timestamp: str = ""
-    type: str = ""
-    payload: msgspec.Raw = msgspec.Raw()
-
-
 def child_raw(base: Path, db_path: Path) -> dict[str, Any]:
-    """Read lines, decode the fields, one executemany into a plain table."""
-    claude = msgspec.json.Decoder(ClaudeFields)
-    codex = msgspec.json.Decoder(CodexFields)
+    """Read lines, decode the fields (with the sources' own line types), one
+    executemany into a plain table."""
+    from hostcore_claude_code.source import ClaudeLine
+    from hostcore_codex.source import RolloutLine
+
+    claude = msgspec.json.Decoder(ClaudeLine)
+    codex = msgspec.json.Decoder(RolloutLine)
     started, used = time.perf_counter(), time.process_time()
     rows: list[tuple[Any, ...]] = []
     for path in sorted((base / "home").rglob("*.jsonl")):

@@ -171,8 +171,8 @@ class ExportSeam:
         known = len(self._scopes)
         scopes = self._known_scopes(db)
         fingerprint = self._policy.fingerprint()
-        if (self._policy.volatile or fingerprint != self._flags_under
-                or known > len(scopes) or not self._flags):
+        # A replaced store file empties the flags (see _known_scopes): rebuilt too.
+        if self._policy.volatile or fingerprint != self._flags_under or not self._flags:
             self._flags = _permitted_flags(scopes, self._policy)
         elif len(scopes) > known:
             self._flags = _extend_flags(self._flags, scopes[known:], self._policy)

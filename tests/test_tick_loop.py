@@ -191,3 +191,37 @@ def test_a_signal_while_waiting_stops_at_once(run_loop, signum):
     assert proc.returncode == 0, stderr
     assert time.monotonic() - started < 10
     assert "hostcore: stopped" in stderr
+
+
+SIGNAL_STORM = """
+import random, signal, sys, threading
+from hostcore.plugin.cli import stop_on_signals
+
+main = threading.main_thread().ident
+for _ in range(int(sys.argv[1])):
+    stop = stop_on_signals()
+    # Aimed at the main thread, so the handler runs while it is inside stop.wait(),
+    # holding the event's own lock for part of each call.
+    timer = threading.Timer(random.random() / 1000, signal.pthread_kill, (main, signal.SIGTERM))
+    timer.start()
+    while not stop.wait(0):
+        pass
+    timer.join()
+print("stopped every time")
+"""
+
+
+def test_a_signal_landing_inside_stop_wait_never_deadlocks_the_loop():
+    # Regression: the handler used to call stop.set() itself, which blocks forever
+    # on the lock stop.wait() holds when the signal lands inside it; the process
+    # then ignored SIGTERM (it hung within a few tries here).
+    storm = subprocess.Popen([sys.executable, "-c", SIGNAL_STORM, "150"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        stdout, stderr = storm.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        storm.kill()
+        storm.communicate()
+        pytest.fail("a signal delivered inside stop.wait() deadlocked the process")
+    assert storm.returncode == 0, stderr
+    assert stdout.strip() == "stopped every time"

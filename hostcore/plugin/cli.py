@@ -21,7 +21,9 @@ The Host is built on first use, so ``--help`` works even with a bad config.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -121,8 +123,27 @@ def print_table(rows: Iterable[Sequence[Any]], headers: Sequence[str]) -> None:
 
 
 def stop_on_signals() -> threading.Event:
-    """An event SIGINT and SIGTERM set: loops check it between steps and stop cleanly."""
+    """An event SIGINT and SIGTERM set: loops check it between steps and stop cleanly.
+
+    Call it once per process, from the main thread (where Python runs signal
+    handlers). The handler only writes a byte to a pipe, and a watcher thread
+    sets the event: setting it from the handler would take the event's lock,
+    which the main thread may hold at that instant (inside ``stop.wait``) and
+    would never get back, so the process would ignore every later SIGTERM.
+    """
     stop = threading.Event()
+    readable, writable = os.pipe()
+    os.set_blocking(writable, False)
+
+    def note(signum: int, frame: object) -> None:
+        with contextlib.suppress(BlockingIOError):  # a full pipe already holds a wake-up
+            os.write(writable, b"\0")
+
+    def watch() -> None:
+        os.read(readable, 1)
+        stop.set()
+
+    threading.Thread(target=watch, name="hostcore-stop-on-signals", daemon=True).start()
     for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
+        signal.signal(signum, note)
     return stop

@@ -389,11 +389,11 @@ def test_ids_created_by_a_rolled_back_append_are_not_reused(path, monkeypatch):
 
     store = Store(path)
     try:
-        def fail(db, head):
+        def fail(db, inserted):
             raise sqlite3.OperationalError("disk I/O error")
 
         with monkeypatch.context() as patched:
-            patched.setattr(store_module, "_count_new", fail)
+            patched.setattr(store_module, "_count", fail)
             with pytest.raises(Exception, match="disk I/O error"):
                 store.append([row("1", directory="/w/new", partition="fresh")])
         store.append([row("2", directory="/w/new", partition="fresh")])

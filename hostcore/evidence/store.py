@@ -59,6 +59,8 @@ STORE_FILE_NAME = "store.sqlite3"
 WRITER_CACHE_KIB = 64 * 1024
 
 _payload_encoder = msgspec.json.Encoder()
+# (partition id, scope id, git remote): what the tuples table counts rows by.
+TupleKey = tuple[int, int, str]
 _json_list = msgspec.json.Encoder()
 
 # Why a row was not stored although its batch was (counted per source).
@@ -151,6 +153,8 @@ class Store:
         db.execute("BEGIN IMMEDIATE")
         try:
             _create_tables(db)
+            for index in schema.RETIRED_INDEXES:
+                db.execute(f"DROP INDEX IF EXISTS {index}")
             values = dict(db.execute("SELECT key, value FROM meta"))
             _check_version(self.path, values)
             if "tuples" not in values:
@@ -261,9 +265,11 @@ class Store:
             self._check_ids(db)
             head = _head(db)
             rejected: dict[str, dict[str, int]] = {}
-            if not self._insert_at_once(db, rows):
+            inserted = self._insert_at_once(db, rows)
+            if inserted is None:
                 self._insert_one_by_one(db, rows, source, rejected)
-            outcome.inserted = _count_new(db, head)
+                inserted = _tuples_since(db, head)
+            outcome.inserted = _count(db, inserted)
             if source is not None:
                 db.execute("INSERT INTO source_cursors (source, cursor) VALUES (?, ?) "
                            "ON CONFLICT (source) DO UPDATE SET cursor = excluded.cursor",
@@ -277,10 +283,12 @@ class Store:
                 _note_health(db, name, [counts], recovered=False)
         return outcome
 
-    def _insert_at_once(self, db: sqlite3.Connection, rows: list[EvidenceRow]) -> bool:
+    def _insert_at_once(self, db: sqlite3.Connection,
+                        rows: list[EvidenceRow]) -> dict[TupleKey, int] | None:
         """The common case, in one ``executemany``: every row new and storable.
+        Returns the rows inserted per tuple, in the order tuples first appear.
 
-        Returns False, having inserted nothing, when a row's key is already stored
+        Returns None, having inserted nothing, when a row's key is already stored
         or repeats in the batch (the unique index refuses it) or a value cannot
         be stored; the caller then goes row by row. Rows whose key a purge
         recorded are left out here already.
@@ -296,19 +304,20 @@ class Store:
                 scope = (scope_ids.get((row.directory, row.source_id))
                          or self._scope_id(db, row.directory, row.source_id))
                 if part is None or scope is None:
-                    return False
+                    return None
                 key = row.key
                 prepared.append((part, scope, row.session_id, canonical(row.ts),
                                  row.git_remote, encode(row.payload).decode(), key))
                 if purged and key is not None:
                     digests.append(schema.key_digest(row.partition, key))
+            if digests:
+                gone = _purged(db, digests)
+                if gone:
+                    prepared = [values for values, digest in zip(prepared, _digest_per_row(
+                        rows, digests), strict=True) if digest not in gone]
+            tuples = _tuples_of(prepared)
         except (TypeError, ValueError, UnicodeEncodeError, OverflowError):
-            return False
-        if digests:
-            gone = _purged(db, digests)
-            if gone:
-                prepared = [values for values, digest in zip(prepared, _digest_per_row(
-                    rows, digests), strict=True) if digest not in gone]
+            return None
         db.execute("SAVEPOINT batch")
         try:
             db.executemany(schema.INSERT, prepared)
@@ -316,9 +325,9 @@ class Store:
                 UnicodeEncodeError, OverflowError, ValueError):
             db.execute("ROLLBACK TO batch")  # positions too: none is used up
             db.execute("RELEASE batch")
-            return False
+            return None
         db.execute("RELEASE batch")
-        return True
+        return tuples
 
     def _insert_one_by_one(self, db: sqlite3.Connection, rows: list[EvidenceRow],
                            source: str | None, rejected: dict[str, dict[str, int]]) -> None:
@@ -557,17 +566,32 @@ def _head(db: sqlite3.Connection) -> int:
     return int(found[0]) if found else 0
 
 
-def _count_new(db: sqlite3.Connection, head: int) -> int:
-    """Grow the partitions' row counts and the tuple summary by the rows inserted
-    after position ``head`` in this transaction; returns how many there are. New
-    tuples get their ids in the order their first row was inserted."""
-    found = db.execute(schema.COUNT_NEW, (head,)).fetchall()
+def _tuples_of(prepared: list[tuple[Any, ...]]) -> dict[TupleKey, int]:
+    """Rows per tuple among insert values, in the order tuples first appear (the
+    order their ids are given in): counted here, not read back from the table."""
+    tuples: dict[TupleKey, int] = {}
+    get = tuples.get
+    for values in prepared:
+        found = (values[0], values[1], values[4])
+        tuples[found] = get(found, 0) + 1
+    return tuples
+
+
+def _tuples_since(db: sqlite3.Connection, head: int) -> dict[TupleKey, int]:
+    """Rows per tuple inserted after position ``head``, in the order tuples first appear."""
+    return {(part, scope, remote): n
+            for part, scope, remote, n in db.execute(schema.COUNT_NEW, (head,))}
+
+
+def _count(db: sqlite3.Connection, inserted: dict[TupleKey, int]) -> int:
+    """Grow the partitions' row counts and the tuple summary by ``inserted`` (rows
+    per tuple); returns how many rows that is. New tuples get ids in its order."""
     parts: dict[int, int] = {}
-    for part, _, _, n in found:
+    for (part, _, _), n in inserted.items():
         parts[part] = parts.get(part, 0) + n
     db.executemany("UPDATE partitions SET row_count = row_count + ? WHERE id = ?",
                    [(n, part) for part, n in parts.items()])
-    db.executemany(schema.COUNT_TUPLE, found)
+    db.executemany(schema.COUNT_TUPLE, [(*found, n) for found, n in inserted.items()])
     return sum(parts.values())
 
 

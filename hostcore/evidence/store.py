@@ -37,7 +37,7 @@ import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import msgspec
 
@@ -260,7 +260,8 @@ class Store:
         outcome = Appended()
         rows = list(rows)
         for index, row in enumerate(rows):
-            _check_row(index, row)
+            if not (isinstance(row, EvidenceRow) and row.partition and row.source_id):
+                _refuse(index, row)
         with self._transaction() as db:
             self._check_ids(db)
             head = _head(db)
@@ -297,6 +298,8 @@ class Store:
         part_ids, scope_ids = self._part_ids, self._scope_ids
         prepared: list[tuple[Any, ...]] = []
         digests: list[str] = []
+        tuples: dict[TupleKey, int] = {}  # counted here, not read back from the table
+        tuples_get = tuples.get
         encode = _payload_encoder.encode
         try:
             for row in rows:
@@ -305,9 +308,11 @@ class Store:
                          or self._scope_id(db, row.directory, row.source_id))
                 if part is None or scope is None:
                     return None
-                key = row.key
-                prepared.append((part, scope, row.session_id, canonical(row.ts),
-                                 row.git_remote, encode(row.payload).decode(), key))
+                key, remote = row.key, row.git_remote
+                prepared.append((part, scope, row.session_id, canonical(row.ts), remote,
+                                 encode(row.payload).decode(), key))
+                found = (part, scope, remote)
+                tuples[found] = tuples_get(found, 0) + 1
                 if purged and key is not None:
                     digests.append(schema.key_digest(row.partition, key))
             if digests:
@@ -315,7 +320,7 @@ class Store:
                 if gone:
                     prepared = [values for values, digest in zip(prepared, _digest_per_row(
                         rows, digests), strict=True) if digest not in gone]
-            tuples = _tuples_of(prepared)
+                    tuples = _tuples_of(prepared)
         except (TypeError, ValueError, UnicodeEncodeError, OverflowError):
             return None
         db.execute("SAVEPOINT batch")
@@ -552,13 +557,13 @@ def _next_epoch(db: sqlite3.Connection) -> int:
     return found
 
 
-def _check_row(index: int, row: Any) -> None:
+def _refuse(index: int, row: Any) -> NoReturn:
+    """Raise the :class:`RecordError` that says why ``row`` is not a row to store."""
     if not isinstance(row, EvidenceRow):
         raise RecordError(f"evidence row {index}: expected EvidenceRow, got {type(row).__name__}")
     if not row.partition:
         raise RecordError(f"evidence row {index}: partition must not be empty")
-    if not row.source_id:
-        raise RecordError(f"evidence row {index}: source_id must not be empty")
+    raise RecordError(f"evidence row {index}: source_id must not be empty")
 
 
 def _head(db: sqlite3.Connection) -> int:
@@ -568,7 +573,7 @@ def _head(db: sqlite3.Connection) -> int:
 
 def _tuples_of(prepared: list[tuple[Any, ...]]) -> dict[TupleKey, int]:
     """Rows per tuple among insert values, in the order tuples first appear (the
-    order their ids are given in): counted here, not read back from the table."""
+    order their ids are given in)."""
     tuples: dict[TupleKey, int] = {}
     get = tuples.get
     for values in prepared:

@@ -41,7 +41,12 @@ from hostcore_gh.runner import GhAuthError, GhError, GhResponse, GhUnavailable
 from hostcore.evidence.rows import EvidenceRow
 from hostcore_github_capture.sidecar import CAPTURE_PARTITION
 from hostcore_github_capture.stamps import ahead
-from hostcore_github_capture.state import CaptureState, RepoPoll, StateFile
+from hostcore_github_capture.state import (
+    MAX_BACKOFF_SECONDS,
+    CaptureState,
+    RepoPoll,
+    StateFile,
+)
 
 log = logging.getLogger("hostcore_github_capture.capture")
 
@@ -61,9 +66,6 @@ NOT_FOUND_RETRY_SECONDS = 6 * 3600.0
 LONGEST_POLL_DELAY = NOT_FOUND_RETRY_SECONDS
 # A rate limit whose headers say nothing about when it lifts (seconds).
 DEFAULT_BACKOFF_SECONDS = 60.0
-# GitHub's rate-limit windows last an hour: a longer wait is capped to it (and
-# one further ahead was written by a wrong clock, or a wrong reset header).
-MAX_BACKOFF_SECONDS = 3600.0
 
 SOURCE_ID = "github-capture"
 

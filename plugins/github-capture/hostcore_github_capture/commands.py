@@ -37,16 +37,16 @@ def find_worker(host: Host) -> CaptureWorker:
 
 
 def status_report(worker: CaptureWorker) -> dict[str, Any]:
-    from hostcore_github_capture.capture import MAX_BACKOFF_SECONDS
     from hostcore_github_capture.sidecar import derivation_ahead
     from hostcore_github_capture.stamps import ahead
+    from hostcore_github_capture.state import MAX_BACKOFF_SECONDS
 
     sidecar = worker.sidecar
     state = sidecar.state.load()
     now = worker.clock()
     capturing, _ = sidecar.capture_set()
     progress = sidecar.progress()
-    backoff = worker.capturer.state.load().backoff_until
+    backoff = worker.capture_state.load().backoff_until
     if ahead(backoff, now, horizon=MAX_BACKOFF_SECONDS):
         backoff = 0.0  # a wrong clock's: the next step ignores it
     age: int | None = None

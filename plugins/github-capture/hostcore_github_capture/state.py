@@ -30,6 +30,9 @@ from hostcore.records import decode_json, encode_json
 
 SIDECAR_FILE = "sidecar.json"
 CAPTURE_FILE = "capture.json"
+# GitHub's rate-limit windows last an hour: a longer wait is capped to it (and
+# one further ahead was written by a wrong clock, or a wrong reset header).
+MAX_BACKOFF_SECONDS = 3600.0
 
 T = TypeVar("T", bound=msgspec.Struct)
 

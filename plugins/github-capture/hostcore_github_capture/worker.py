@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from hostcore.host import Host
     from hostcore_github_capture.capture import Capturer
     from hostcore_github_capture.sidecar import Sidecar
+    from hostcore_github_capture.state import CaptureState, StateFile
 
 PLUGIN_NAME = "github-capture"
 # After the ingest step (sources), so a tick's new evidence is seen the same tick.
@@ -75,12 +76,17 @@ class CaptureWorker:
     @cached_property
     def capturer(self) -> Capturer:
         from hostcore_github_capture.capture import Capturer
+
+        extra = {} if self.request_budget is None else {"request_budget": self.request_budget}
+        return Capturer(self.runner, self.host.store, self.capture_state, self.host.emit,
+                        clock=self.clock, **extra)
+
+    @cached_property
+    def capture_state(self) -> StateFile[CaptureState]:
+        """The capture step's state file (readable without loading the capture code)."""
         from hostcore_github_capture.state import CAPTURE_FILE, CaptureState, StateFile
 
-        state = StateFile(self.host.state_dir(PLUGIN_NAME) / CAPTURE_FILE, CaptureState)
-        extra = {} if self.request_budget is None else {"request_budget": self.request_budget}
-        return Capturer(self.runner, self.host.store, state, self.host.emit,
-                        clock=self.clock, **extra)
+        return StateFile(self.host.state_dir(PLUGIN_NAME) / CAPTURE_FILE, CaptureState)
 
     @cached_property
     def runner(self) -> Any:
@@ -97,15 +103,22 @@ class CaptureWorker:
     def run(self, host: Host) -> WorkerResult:
         tick = self.sidecar.tick()
         inventory, ignored = self.sidecar.capture_set()
-        captured = self.capturer.step(inventory, ignored=ignored, keep=self.sidecar.known())
+        keep = self.sidecar.known()
         counts = {
             "positions_read": tick.positions_read,
             "rows_read": tick.rows_read,
             "tuples_read": tick.tuples_read,
             "capturing": len(inventory),
-            "requests": captured.requests,
-            "events_stored": captured.events_stored,
+            "requests": 0,
+            "events_stored": 0,
         }
+        if not (inventory or keep or self.capture_state.path.exists()):
+            # No repository yet and no polling state to prune: nothing to step,
+            # and a root without GitHub evidence never loads the capture code.
+            return WorkerResult(pending=tick.pending, counts=counts)
+        captured = self.capturer.step(inventory, ignored=ignored, keep=keep)
+        counts["requests"] = captured.requests
+        counts["events_stored"] = captured.events_stored
         return WorkerResult(pending=tick.pending or captured.pending, counts=counts)
 
     def status(self) -> dict[str, object]:

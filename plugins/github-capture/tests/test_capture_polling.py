@@ -238,3 +238,14 @@ def test_the_last_request_a_window_allows_is_used_and_then_capture_waits(capture
     clock.advance(1)
     h.host.tick()
     assert len(fake_gh.calls()) == 2
+
+
+def test_a_root_without_github_evidence_never_builds_the_capturer_or_its_state(harness):
+    h = harness(runner=GhRunner(env={"PATH": "/nonexistent"}, wait=tenacity.wait_none()))
+    report = h.host.tick()
+    assert report.ok and report.count("github-capture", "requests") == 0
+    assert "capturer" not in vars(h.worker), "the capture code stays unloaded"
+    assert not h.worker.capture_state.path.exists()
+    h.add("claude", [("/w", "claude", REMOTE.format("octo/a"))])
+    h.host.tick()
+    assert polled(h)["unavailable"] is True, "a repository in evidence is captured at once"

@@ -266,6 +266,12 @@ class Host:
         self.on_close(store.close)
         return store
 
+    def store_replaced(self) -> bool:
+        """Whether the store this host opened for writing was since replaced or
+        removed on disk (see :meth:`Store.replaced`); False before first use."""
+        store: Store | None = self.__dict__.get("store")
+        return store is not None and store.replaced()
+
     @functools.cached_property
     def policy(self) -> Policy:
         """The live withholding policy over every registered policy input."""

@@ -129,13 +129,24 @@ def run(host: Host, stop: threading.Event, *, max_ticks: int | None = None,
     """Tick until ``stop`` is set: every ``[run] interval_seconds`` (read again each
     tick, so an edited config takes effect without a restart), or every
     ``backlog_interval`` seconds while a worker reports pending work. Returns the
-    last report."""
+    last report.
+
+    Raises :class:`~hostcore.evidence.store.StoreError` after a tick when the
+    store file was replaced or removed meanwhile (a restored backup, say): the
+    process has the old file open and could only fail every tick from then on.
+    """
     report = None
     ticks = 0
     while not stop.is_set():
         report = tick(host, stop)
         if on_tick is not None:
             on_tick(report)
+        if host.store_replaced():
+            from hostcore.evidence.store import StoreError
+
+            raise StoreError(f"{host.store.path}: the store file was replaced or removed "
+                             "while hostcore ran; stopped so nothing more goes into the "
+                             "old one (start it again to use the file there now)")
         ticks += 1
         if max_ticks is not None and ticks >= max_ticks:
             break

@@ -125,7 +125,8 @@ def test_memory_does_not_grow_with_the_rows_read(make_host):
 
 def test_the_store_offers_no_public_way_to_read_rows():
     public = {name for name in vars(Store) if not name.startswith("_")}
-    # ingest/record_failure write; source_health reads counts, never a row.
+    # ingest/record_failure write; source_health reads counts, replaced stats the
+    # file; never a row.
     assert public == {"append", "ingest", "record_failure", "purge", "drop_partition",
                       "partitions", "source_cursor", "source_health", "head_position",
-                      "stats", "close"}
+                      "stats", "close", "replaced"}

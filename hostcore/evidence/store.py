@@ -125,6 +125,7 @@ class Store:
             else:
                 self._db = schema.connect(self.path, readonly=False)
                 try:
+                    self._opened = _identity(self.path)
                     self.instance_id = self._init_schema()
                 except BaseException:
                     self._db.close()
@@ -179,6 +180,12 @@ class Store:
         with self._lock:
             self._db.close()
 
+    def replaced(self) -> bool:
+        """Whether the file at :attr:`path` is no longer the one this store opened
+        for writing: moved away, removed, or another file put in its place (a
+        restored backup). Always False for a read-only store."""
+        return not self.read_only and _identity(self.path) != self._opened
+
     @contextlib.contextmanager
     def _errors(self) -> Iterator[None]:
         """Turn SQLite's failures into a :class:`StoreError` naming the file."""
@@ -192,6 +199,11 @@ class Store:
         """One write transaction: everything inside commits together or not at all."""
         if self.read_only:
             raise StoreError(f"{self.path}: opened read-only")
+        if self.replaced():
+            # Writing on would put rows and cursors into a file nobody will read.
+            raise StoreError(f"{self.path}: the file was replaced or removed after this "
+                             "process opened it; nothing more is written to the old one "
+                             "(start hostcore again to use the file there now)")
         with self._lock, self._errors():
             db = self._db
             db.execute("BEGIN IMMEDIATE")
@@ -531,6 +543,15 @@ def _disk_full(path: Path) -> bool:
     except OSError:
         return False
     return found.f_bavail == 0
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """The device and inode of the file at ``path``; None when there is none."""
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return found.st_dev, found.st_ino
 
 
 def _create_tables(db: sqlite3.Connection) -> None:

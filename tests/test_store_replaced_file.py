@@ -32,44 +32,37 @@ def stored_keys(path: Path) -> list[str]:
         db.close()
 
 
-def test_a_replaced_store_file_refuses_writes_and_writes_nothing_into_the_new_one(tmp_path):
-    path = tmp_path / "store.sqlite3"
-    store = Store(path)
-    try:
-        store.append(rows("a"))
-        backup = tmp_path / "backup.sqlite3"
-        Store(backup).close()
-        os.replace(backup, path)
-        assert store.replaced()
-        with pytest.raises(StoreError, match="replaced or removed"):
-            store.append(rows("b"))
-        assert "b" not in stored_keys(path)
-    finally:
-        store.close()
+@pytest.fixture
+def store(tmp_path):
+    opened = Store(tmp_path / "store.sqlite3")
+    yield opened
+    opened.close()
 
 
-def test_a_removed_store_file_refuses_writes(tmp_path):
-    path = tmp_path / "store.sqlite3"
-    store = Store(path)
-    try:
-        os.unlink(path)
-        with pytest.raises(StoreError, match="replaced or removed"):
-            store.append(rows("a"))
-        assert not path.exists(), "no new file is made behind the user's back"
-    finally:
-        store.close()
-
-
-def test_a_store_left_in_place_is_not_taken_for_replaced(tmp_path):
-    path = tmp_path / "store.sqlite3"
-    store = Store(path)
-    try:
-        store.append(rows("a"))
+def test_a_replaced_store_file_refuses_writes_and_writes_nothing_into_the_new_one(
+        store, tmp_path):
+    store.append(rows("a"))
+    backup = tmp_path / "backup.sqlite3"
+    Store(backup).close()
+    os.replace(backup, store.path)
+    assert store.replaced()
+    with pytest.raises(StoreError, match="replaced or removed"):
         store.append(rows("b"))
-        assert not store.replaced()
-        assert stored_keys(path) == ["a", "b"]
-    finally:
-        store.close()
+    assert "b" not in stored_keys(store.path)
+
+
+def test_a_removed_store_file_refuses_writes(store):
+    os.unlink(store.path)
+    with pytest.raises(StoreError, match="replaced or removed"):
+        store.append(rows("a"))
+    assert not store.path.exists(), "no new file is made behind the user's back"
+
+
+def test_a_store_left_in_place_is_not_taken_for_replaced(store):
+    store.append(rows("a"))
+    store.append(rows("b"))
+    assert not store.replaced()
+    assert stored_keys(store.path) == ["a", "b"]
 
 
 def transcript_root(tmp_path: Path, lines: int) -> tuple[Path, Path]:

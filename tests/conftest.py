@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -199,3 +200,21 @@ def export_root(tmp_path: Path) -> Callable[..., Path]:
         return root
 
     return make
+
+
+@pytest.fixture(scope="session")
+def mount_namespace() -> list[str]:
+    """The ``unshare`` command prefix that runs a command in a mount namespace of its
+    own (to mount a tiny tmpfs); skips, or fails where CI requires ``unshare``,
+    when the tool is missing or a namespace is not permitted here."""
+    from hostcore.testing import require_tool
+
+    tool = shutil.which("unshare")
+    prefix = [tool or "unshare", "--mount", "--propagation", "private"]
+    if os.geteuid() != 0:
+        prefix[1:1] = ["--user", "--map-root-user"]
+    works = tool is not None and subprocess.run(
+        [*prefix, "true"], capture_output=True, timeout=30).returncode == 0
+    require_tool("unshare", "util-linux, with permission to create a mount namespace",
+                 found=works)
+    return prefix

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -279,16 +278,9 @@ NAMESPACE_SCRIPT = textwrap.dedent('''
 
 
 @pytest.fixture(scope="module")
-def namespace_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    tool = shutil.which("unshare")
-    if tool is None:
-        pytest.skip("unshare(1) is not installed: cannot mount a tiny tmpfs")
-    prefix = [tool, "--mount", "--propagation", "private"]
-    if os.geteuid() != 0:
-        prefix = [tool, "--user", "--map-root-user", "--mount", "--propagation", "private"]
-    probe = subprocess.run([*prefix, "true"], capture_output=True, text=True, timeout=30)
-    if probe.returncode != 0:
-        pytest.skip(f"a mount namespace is not permitted here: {probe.stderr.strip()}")
+def namespace_results(tmp_path_factory: pytest.TempPathFactory,
+                      mount_namespace: list[str]) -> dict[str, object]:
+    prefix = mount_namespace
     base = tmp_path_factory.mktemp("namespace")
     script = base / "namespace_child.py"
     script.write_text(NAMESPACE_SCRIPT)

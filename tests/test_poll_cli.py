@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -17,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from hostcore.files import file_lock
-from hostcore.testing import require_tool
 from hostcore.workitems.items import Closure, Listing, ScopeListing, WorkItem, WorkItemRef
 
 HOLDER = "pid 4242 (hostcore run --once)"
@@ -187,22 +185,9 @@ print(json.dumps({"code": code, "second_listed": second.listed,
 """
 
 
-def mount_namespace() -> list[str]:
-    """``unshare`` into a mount namespace of our own (to mount a tiny tmpfs)."""
-    tool = shutil.which("unshare")
-    prefix = [tool or "unshare", "--mount", "--propagation", "private"]
-    if os.geteuid() != 0:
-        prefix[1:1] = ["--user", "--map-root-user"]
-    works = tool is not None and subprocess.run(
-        [*prefix, "true"], capture_output=True, timeout=30).returncode == 0
-    require_tool("unshare", "util-linux, with permission to create a mount namespace",
-                 found=works)
-    return prefix
-
-
 def test_a_full_disk_while_dating_a_record_ends_the_cycle_with_one_line_and_a_summary(
-        tmp_path):
-    prefix = mount_namespace()
+        tmp_path, mount_namespace):
+    prefix = mount_namespace
     root = tmp_path / "root"
     root.mkdir(mode=0o700)
     child = subprocess.run([*prefix, sys.executable, "-c", textwrap.dedent(DISK_FULL),

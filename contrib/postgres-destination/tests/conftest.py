@@ -3,7 +3,8 @@
 The server comes from the machine's binaries (:func:`find_binaries`): initdb and
 pg_ctl in a temporary folder, a Unix socket, no TCP port. Each test gets a
 database of its own (the ``pg`` fixture), so tests never see each other's rows.
-Without binaries every test that needs the server skips, saying how to get them.
+Without binaries every test that needs the server skips, saying how to get them
+(and fails, where ``$HOSTCORE_REQUIRED_TOOLS`` requires ``postgresql``).
 """
 
 from __future__ import annotations
@@ -22,17 +23,18 @@ from hostcore_postgres.local_server import LocalServer, find_binaries
 
 from hostcore.evidence.store import EvidenceRow
 from hostcore.host import Host
+from hostcore.testing import require_tool
 
-NO_SERVER = ("no PostgreSQL server binaries (initdb, pg_ctl) in /usr/lib/postgresql/*/bin "
-             "or on PATH; install Debian's `postgresql` package to run these tests")
 _databases = itertools.count()
 
 
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[LocalServer]:
     bindir = find_binaries()
-    if bindir is None:
-        pytest.skip(NO_SERVER)
+    # Skips where the binaries are missing; fails instead where CI requires them.
+    require_tool("postgresql", "Debian's `postgresql` package: initdb and pg_ctl in "
+                 "/usr/lib/postgresql/*/bin or on PATH", found=bindir is not None)
+    assert bindir is not None
     server = LocalServer(bindir).create()
     try:
         server.start()

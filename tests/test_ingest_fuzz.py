@@ -36,7 +36,10 @@ JSON = st.recursive(SCALARS, lambda inner: st.one_of(
 
 CLAUDE_FIELDS = ["type", "cwd", "sessionId", "timestamp", "uuid", "gitBranch"]
 CODEX_FIELDS = ["timestamp", "type", "payload"]
-CODEX_PAYLOAD_FIELDS = ["id", "cwd", "git", "repository_url"]
+# The payload fields the Codex source reads, ``git.repository_url`` at its real depth.
+CODEX_PAYLOAD = st.fixed_dictionaries({}, optional={
+    "id": JSON, "cwd": JSON,
+    "git": st.one_of(JSON, st.fixed_dictionaries({}, optional={"repository_url": JSON}))})
 EXAMPLES = 60
 
 _files = itertools.count()
@@ -100,7 +103,7 @@ def test_claude_code_fields_of_any_json_value(claude_host, collected_events, fie
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(kind=st.sampled_from(["session_meta", "turn_context", "response_item", "compacted"]),
        fields=st.dictionaries(st.sampled_from(CODEX_FIELDS), JSON),
-       payload=st.dictionaries(st.sampled_from(CODEX_PAYLOAD_FIELDS), JSON))
+       payload=CODEX_PAYLOAD)
 def test_codex_fields_of_any_json_value(codex_host, collected_events, kind, fields, payload):
     session = f"x-{uuid.uuid4().hex}"
 

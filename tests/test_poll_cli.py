@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from hostcore.files import file_lock
 from hostcore.workitems.items import Closure, Listing, ScopeListing, WorkItem, WorkItemRef
 
@@ -36,11 +38,14 @@ def make_root(tmp_path: Path, config: str) -> Path:
 
 # -- the step lock ------------------------------------------------------------------------
 
-def test_poll_once_finding_the_step_lock_held_exits_promptly_naming_the_holder(tmp_path):
+@pytest.mark.parametrize("command", [["poll", "--once"], ["run", "--once"]],
+                         ids=["poll", "run"])
+def test_poll_once_finding_the_step_lock_held_exits_promptly_naming_the_holder(
+        tmp_path, command):
     root = make_root(tmp_path, "[run]\nlock_wait_seconds = 0.5\n")
     with file_lock(root / "run.lock", holder=HOLDER):
         started = time.monotonic()
-        proc = hostcore(["poll", "--once"], root)
+        proc = hostcore(command, root)
         try:
             _, err = proc.communicate(timeout=20)
         finally:

@@ -33,3 +33,24 @@ def test_every_cli_command_is_documented_in_cli_md():
     text = CLI_DOC.read_text(encoding="utf-8")
     missing = [path for path in paths if f"`{path}" not in text]
     assert not missing, f"docs/cli.md does not mention: {', '.join(missing)}"
+
+
+# Every reason ``poll --once`` exits 1 (``PollSummary.failures``), in the words all
+# three texts use for it.
+POLL_FAILURES = ("failed or was interrupted", "a listing raised",
+                 "configured provider was unavailable", "ledger could not be written",
+                 "signal cut the cycle short")
+
+
+def test_poll_help_and_both_docs_give_the_same_reasons_for_exit_1():
+    from hostcore.workitems.commands import poll_command
+
+    texts = {
+        "poll --help": " ".join((poll_command.help or "").split()),
+        "docs/cli.md": " ".join(CLI_DOC.read_text(encoding="utf-8").split()),
+        "docs/ledger.md": " ".join((CLI_DOC.parent / "ledger.md").read_text(
+            encoding="utf-8").split()),
+    }
+    missing = {name: [reason for reason in POLL_FAILURES if reason not in text]
+               for name, text in texts.items()}
+    assert not any(missing.values()), missing

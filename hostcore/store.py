@@ -1,5 +1,21 @@
-"""Deprecated alias of :mod:`hostcore.evidence.store`."""
+"""Deprecated alias of :mod:`hostcore.evidence.store` (its schema constants are in
+:mod:`hostcore.evidence.schema`, its time helpers in :mod:`hostcore.timestamps`)."""
 
 from hostcore._moved import alias
 
-alias(__name__, "hostcore.evidence.store")
+
+def _format_ts() -> object:
+    import functools
+
+    from hostcore.timestamps import format_utc
+
+    return functools.partial(format_utc, precision="micro")
+
+
+alias(__name__, "hostcore.evidence.store", {
+    "BUSY_TIMEOUT_MS": "hostcore.evidence.schema.BUSY_TIMEOUT_MS",
+    "SCHEMA_VERSION": "hostcore.evidence.schema.VERSION",
+    "parse_ts": "hostcore.timestamps.parse",
+    "canonical_ts": "hostcore.timestamps.canonical",
+    "format_ts": _format_ts,
+})

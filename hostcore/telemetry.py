@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from typing import Protocol
 
 import msgspec
 
@@ -94,11 +95,9 @@ def _matches(kind: AttrType, value: object) -> bool:
 
 
 def _kind_name(kind: AttrType) -> str:
-    if kind is bool:
-        return "a bool"
-    if kind is int:
-        return "a non-negative count"
-    return f"one of {', '.join(kind)}"  # type: ignore[arg-type]
+    if isinstance(kind, tuple):
+        return f"one of {', '.join(kind)}"
+    return "a bool" if kind is bool else "a non-negative count"
 
 
 def _check_spec(spec: EventSpec, owner: str) -> None:
@@ -121,15 +120,22 @@ def _check_spec(spec: EventSpec, owner: str) -> None:
             )
 
 
+class Receiver(Protocol):
+    """What the dispatcher needs of a sink (the full contract is
+    :class:`~hostcore.plugin.registration.TelemetrySink`)."""
+
+    def receive(self, event: Event) -> None: ...
+
+
 class Telemetry:
     """Validates events against the catalog and hands them to every sink."""
 
-    def __init__(self, catalog: Catalog, sinks: Iterable[object] = ()) -> None:
+    def __init__(self, catalog: Catalog, sinks: Iterable[Receiver] = ()) -> None:
         self.catalog = catalog
-        self._sinks: list[object] = list(sinks)
+        self._sinks: list[Receiver] = list(sinks)
         self.sink_failures: dict[str, int] = {}
 
-    def add_sink(self, sink: object) -> None:
+    def add_sink(self, sink: Receiver) -> None:
         self._sinks.append(sink)
 
     def emit(self, name: str, /, **attributes: AttrValue) -> Event:
@@ -138,7 +144,7 @@ class Telemetry:
         event = Event(name=name, ts=time.time(), attributes=dict(attributes))
         for sink in self._sinks:
             try:
-                sink.receive(event)  # type: ignore[attr-defined]
+                sink.receive(event)
             except Exception:
                 self._count_failure(sink)
         return event

@@ -58,8 +58,9 @@ CREATE TABLE IF NOT EXISTS evidence (
     payload TEXT NOT NULL,
     key TEXT
 );
+CREATE INDEX IF NOT EXISTS evidence_part ON evidence (part);
 CREATE INDEX IF NOT EXISTS evidence_scope ON evidence (scope);
-CREATE UNIQUE INDEX IF NOT EXISTS evidence_part_key ON evidence (part, key);
+CREATE UNIQUE INDEX IF NOT EXISTS evidence_key ON evidence (part, key) WHERE key IS NOT NULL;
 CREATE TABLE IF NOT EXISTS source_cursors (source TEXT PRIMARY KEY, cursor TEXT);
 CREATE TABLE IF NOT EXISTS tuples (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -79,10 +80,6 @@ CREATE TABLE IF NOT EXISTS source_health (
 CREATE TABLE IF NOT EXISTS purged_keys (digest TEXT PRIMARY KEY) WITHOUT ROWID
 """
 
-# What earlier stores indexed apart, now one index: evidence_part_key keeps keys
-# unique per partition (SQLite's unique indexes let NULL keys repeat) and serves
-# every "WHERE part = ?" too, so an append maintains one index fewer.
-RETIRED_INDEXES = ("evidence_part", "evidence_key")
 # Pages of a new store: larger pages make an append touch fewer of them (a
 # quarter fewer microseconds a row than SQLite's 4 KiB; benchmarks/ingest.py).
 PAGE_SIZE = 16_384
@@ -94,8 +91,7 @@ COUNT_TUPLE = ("INSERT INTO tuples (part, scope, git_remote, rows) VALUES (?, ?,
                 "ON CONFLICT (part, scope, git_remote) DO UPDATE SET rows = rows + excluded.rows")
 # The rows appended after a position, per tuple, in the order tuples first appear.
 # NOT INDEXED keeps it a range of the primary key: left to itself, the planner
-# scans all of a partition's index entries to group them, a cost that grows with
-# the store.
+# scans all of evidence_part to group them, a cost that grows with the store.
 COUNT_NEW = ("SELECT part, scope, git_remote, COUNT(*) FROM evidence NOT INDEXED "
              "WHERE position > ? GROUP BY part, scope, git_remote ORDER BY MIN(position)")
 # The keys of one partition, among a JSON list of them, that are already stored.

@@ -154,8 +154,6 @@ class Store:
         db.execute("BEGIN IMMEDIATE")
         try:
             _create_tables(db)
-            for index in schema.RETIRED_INDEXES:
-                db.execute(f"DROP INDEX IF EXISTS {index}")
             values = dict(db.execute("SELECT key, value FROM meta"))
             _check_version(self.path, values)
             if "tuples" not in values:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 from hostcore.errors import ConfigError, RegistrationError
 from hostcore.plugin.loader import PluginInfo, PluginSet, Registration
@@ -85,7 +85,7 @@ class Registry:
                 info = self.plugins.infos[plugin_name]
                 for obj, name in zip(objects, names, strict=True):
                     seen[(kind.key, name)] = owner
-                    self._by_kind[kind.key].append(obj)  # type: ignore[arg-type]
+                    self._by_kind[kind.key].append(cast(Registered, obj))  # validated
                     info.registrations.append(Registration(kind=kind.key, name=name))
         self._by_kind["worker"].sort(key=lambda w: int(getattr(w, "order", 100)))
 

@@ -54,22 +54,26 @@ def collected_events() -> EventCollector:
     return EventCollector()
 
 
-@pytest.fixture
-def register_plugin() -> Callable[[object], object]:
-    """Register a plugin object for the rest of this test."""
-    registered: list[object] = []
+class PluginRegistrar:
+    """``register_plugin(obj)``: registers ``obj`` for the rest of the test, returns it."""
 
-    def register(plugin: object) -> object:
-        registered.append(plugin)
+    def __init__(self) -> None:
+        self.plugins: list[object] = []
+
+    def __call__(self, plugin: object) -> object:
+        self.plugins.append(plugin)
         return plugin
 
-    register.plugins = registered  # type: ignore[attr-defined]
-    return register
+
+@pytest.fixture
+def register_plugin() -> PluginRegistrar:
+    """Register a plugin object for the rest of this test."""
+    return PluginRegistrar()
 
 
 @pytest.fixture
 def make_host(
-    tmp_path: Path, collected_events: EventCollector, register_plugin: Any
+    tmp_path: Path, collected_events: EventCollector, register_plugin: PluginRegistrar
 ) -> Iterator[Callable[..., Any]]:
     from hostcore.host import Host
 
@@ -99,7 +103,7 @@ def make_host(
 
 
 @pytest.fixture
-def hostcore_cli(tmp_path: Path, register_plugin: Any) -> Callable[..., CliResult]:
+def hostcore_cli(tmp_path: Path, register_plugin: PluginRegistrar) -> Callable[..., CliResult]:
     """Run ``hostcore`` in-process with ``--root`` set to a folder of this test."""
     from hostcore.cli.app import run_cli
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 
@@ -234,10 +234,14 @@ def _decode_section(raw: Any, type_: type[S], what: str) -> S | None:
     return msgspec.structs.replace(section, more=more) if more else section
 
 
-def _encode_section(section: msgspec.Struct) -> dict[str, Any]:
+class _Section(Protocol):
+    more: dict[str, Any]  # the keys a newer hostcore wrote, kept as they were
+
+
+def _encode_section(section: _Section) -> dict[str, Any]:
     data = msgspec.to_builtins(section)
     data.pop("more", None)
-    return {**section.more, **data}  # type: ignore[attr-defined]
+    return {**section.more, **data}
 
 
 _FIELD_NAMES: dict[type, frozenset[str]] = {}

@@ -22,6 +22,7 @@ from hostcore_file_custody.audit import read_audit_records
 from hostcore_file_custody.owner import OwnerRecord, current_owner
 from hostcore_file_custody.registry import (
     GenerationRecord,
+    GenerationStatus,
     Heartbeat,
     HeartbeatRegistry,
     PidMapEntry,
@@ -58,7 +59,8 @@ class Planted(msgspec.Struct):
     pid: int
 
 
-def plant_stale(registry: HeartbeatRegistry, instance: str, *, status: str = "live",
+def plant_stale(registry: HeartbeatRegistry, instance: str, *,
+                status: GenerationStatus = "live",
                 generation_id: str | None = None, pid: int | None = None,
                 record: bool = True) -> Planted:
     """A session whose process died an hour ago: generation record, heartbeat, pid-map
@@ -67,7 +69,7 @@ def plant_stale(registry: HeartbeatRegistry, instance: str, *, status: str = "li
     owner = dead_owner(registry, instance, pid)
     if record:
         registry.write_generation(GenerationRecord(
-            instance=instance, generation_id=generation_id, status=status,  # type: ignore[arg-type]
+            instance=instance, generation_id=generation_id, status=status,
             epoch=1, changed_at=time.time() - HOUR))
     registry.write_heartbeat(Heartbeat(instance=instance, generation_id=generation_id,
                                        owner=owner, refreshed_at=time.time() - HOUR))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from hostcore_gh.provider import MAX_ISSUE_NUMBER, GhConfig, GhProvider
 from hostcore_gh.runner import GhRunner
 
 from hostcore.plugin.markers import hookimpl
+from hostcore.testing import require_tool
 from hostcore.workitems.items import WorkItemRef
 from hostcore.workitems.ledger import Ledger, PollSection, PortableRecord
 from hostcore.workitems.poller import Poller
@@ -33,7 +33,7 @@ CHANGED = "2026-01-01T00:00:00Z"
 
 @pytest.fixture(autouse=True)
 def _real_gh() -> None:
-    assert shutil.which("gh"), "the real gh binary must be installed (Debian package gh)"
+    require_tool("gh", "Debian: apt-get install gh; elsewhere see https://cli.github.com")
 
 
 def listing_path(repo: str, page: int = 1, labels: str | None = None) -> str:

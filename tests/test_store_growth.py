@@ -41,7 +41,7 @@ def test_counting_the_new_rows_reads_only_them(db):
 
 def test_checking_keys_probes_the_key_index(db):
     found = plan(db, schema.STORED_KEYS, (1, '["k1", "k2"]'))
-    assert "evidence_part_key" in found
+    assert "evidence_key" in found
     assert "SCAN evidence" not in found
 
 
@@ -50,42 +50,14 @@ def test_checking_purged_keys_probes_their_primary_key(db):
     assert "SCAN purged_keys" not in found
 
 
-def indexes(path) -> set[str]:
-    db = sqlite3.connect(path)
-    try:
-        return {name for (name,) in db.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'evidence' "
-            "AND sql IS NOT NULL")}
-    finally:
-        db.close()
 
-
-def test_an_append_maintains_one_key_index_and_the_scope_index(tmp_path):
-    Store(tmp_path / "store.sqlite3").close()
-    assert indexes(tmp_path / "store.sqlite3") == {"evidence_part_key", "evidence_scope"}
-
-
-def test_a_store_with_the_retired_indexes_keeps_its_rows_and_dedupe_after_open(tmp_path):
-    path = tmp_path / "store.sqlite3"
-    store = Store(path)
-    store.append([EvidenceRow(partition="p", source_id="s", key=f"k{n}") for n in range(3)])
-    store.close()
-    db = sqlite3.connect(path)  # indexed as earlier releases did
-    db.execute("DROP INDEX evidence_part_key")
-    db.execute("CREATE INDEX evidence_part ON evidence (part)")
-    db.execute("CREATE UNIQUE INDEX evidence_key ON evidence (part, key) WHERE key IS NOT NULL")
-    db.commit()
-    db.close()
-    store = Store(path)
-    try:
-        assert indexes(path) == {"evidence_part_key", "evidence_scope"}
-        added = store.append([EvidenceRow(partition="p", source_id="s", key=f"k{n}")
-                              for n in range(5)])
-        assert added == 2, "keys stored before the upgrade are still refused"
-        assert store.partitions()["p"].row_count == 5
-    finally:
-        store.close()
-
+def test_a_partition_window_read_searches_only_that_window(db):
+    # The capture sidecar reads a partition 50,000 positions at a time: each read
+    # must seek (partition, position), never walk the partition or sort it.
+    sql = schema.select_rows("p1", ["git_remote"])
+    found = plan(db, sql, (1_000, 1_500, b"\x01" * 8, "p1"))
+    assert "USING INDEX evidence_part (part=? AND rowid>? AND rowid<?)" in found
+    assert "TEMP B-TREE" not in found
 
 def test_a_new_store_uses_large_pages(tmp_path):
     Store(tmp_path / "store.sqlite3").close()

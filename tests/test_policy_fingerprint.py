@@ -174,3 +174,28 @@ def test_fingerprint_is_cheap_with_an_unchanged_policy(parts, tmp_path):
     for _ in range(200):
         policy.fingerprint()
     assert (time.perf_counter() - started) / 200 < 0.001
+
+
+def test_a_fresh_process_computes_the_dotfile_part_a_long_running_one_has(make_host, tmp_path):
+    # Regression: the part covered only the folders this process had asked about,
+    # so a fresh `hostcore export` published another context than a running
+    # `hostcore run` had, with no policy change, and each flipped it back.
+    from hostcore.evidence.rows import EvidenceRow
+
+    work = tmp_path / "work"
+    (work / "secret" / "deep").mkdir(parents=True)
+    (work / "open").mkdir()
+    (work / "secret" / ".hostcoreignore").write_text("")
+    root = tmp_path / "root"
+    running = make_host(root=root)
+    running.store.append([
+        EvidenceRow(partition="p", source_id="s", directory=str(work / "secret" / "deep"),
+                    key="a"),
+        EvidenceRow(partition="p", source_id="s", directory=str(work / "open"), key="b")])
+    read = list(running.seam.read_rows_since_sync(None, 0, ["key"]))
+    assert [key for _, key in read] == ["b"]  # the dotfile withholds its folder's rows
+    long_running = running.seam.export_policy_fingerprint()
+    fresh = make_host(root=root)
+    assert fresh.seam.export_policy_fingerprint() == long_running
+    (work / "secret" / ".hostcoreignore").unlink()
+    assert make_host(root=root).seam.export_policy_fingerprint() != long_running

@@ -26,12 +26,13 @@ import contextlib
 import hashlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Literal
 
 import msgspec
 
+from hostcore.errors import HostcoreError
 from hostcore.evidence.paths import ancestors, normalize_dir
 from hostcore.export.ref import identity
 from hostcore.files import atomic_write, file_lock
@@ -294,31 +295,57 @@ class IgnoreDotfiles:
     holds, a ``.hostcoreignore`` file.
 
     Each folder's "holds a dotfile" answer is trusted for ``ttl`` seconds. The
-    fingerprint part is the identity of the folders seen holding one: at most
-    every ``ttl`` seconds it looks at every folder it has been asked about again,
-    so a dotfile added or removed by anyone moves the part (and with it the
-    policy fingerprint and the export's context identity) within ``ttl``.
+    fingerprint part is the identity of the folders holding one among the
+    ancestors of every directory ``directories()`` names (the store's scopes):
+    at most every ``ttl`` seconds it looks at each of them again, so a dotfile
+    added or removed by anyone moves the part (and with it the policy
+    fingerprint and the export's context identity) within ``ttl``, and every
+    process over the same store and folders computes the same part, whatever it
+    happened to read before. Without ``directories`` the part covers the folders
+    this instance has been asked about.
     """
 
     name = "ignore-dotfiles"
 
-    def __init__(self, *, ttl: float | None = None, clock: Clock = time.monotonic) -> None:
+    def __init__(self, *, ttl: float | None = None, clock: Clock = time.monotonic,
+                 directories: Callable[[], Iterable[str]] | None = None) -> None:
         self.ttl = IGNORE_TTL_SECONDS if ttl is None else ttl
         self._clock = clock
+        self._directories = directories
         # folder -> (when looked at, holds a dotfile), for every folder on a path asked.
         self._own: dict[str, tuple[float, bool]] = {}
         self._verdicts: dict[str, bool] = {}
         self._checked_at: float | None = None
         self._part = identity()
+        # The directories last named, and the folders on their paths (kept between
+        # re-checks: thousands of scopes change rarely).
+        self._known: frozenset[str] = frozenset()
+        self._folders: frozenset[str] = frozenset()
 
     def fingerprint_part(self) -> str:
         now = self._clock()
         if self._checked_at is None or now - self._checked_at >= self.ttl:
             self._checked_at = now
-            for folder in list(self._own):
+            folders = self._folders_to_check()
+            for folder in folders:
                 self._holds(folder, now, fresh=True)
-            self._part = identity(*sorted(f for f, (_, own) in self._own.items() if own))
+            self._part = identity(*sorted(f for f in folders if self._own[f][1]))
         return self._part
+
+    def _folders_to_check(self) -> Iterable[str]:
+        if self._directories is None:
+            return list(self._own)
+        try:
+            named = frozenset(self._directories())
+        except HostcoreError:
+            # The store cannot be read now (a full disk, say): nothing can be
+            # exported either, so the folders known so far serve until it can.
+            return self._folders
+        if named != self._known:
+            self._known = named
+            self._folders = frozenset(_ancestors(
+                os.path.normpath(d) for d in named if d and os.path.isabs(d)))
+        return self._folders
 
     def withholds(self, directory: str, source_id: str) -> bool:
         verdict = self._verdicts.get(directory)
@@ -352,3 +379,17 @@ class IgnoreDotfiles:
     def status(self) -> dict[str, object]:
         return {"cached_directories": len(self._verdicts),
                 "ignoring_folders": sum(own for _, own in self._own.values())}
+
+
+def _ancestors(directories: Iterable[str]) -> set[str]:
+    """Every folder on the paths of ``directories`` (normalised, absolute), them included."""
+    found: set[str] = set()
+    for directory in directories:
+        current = directory
+        while current not in found:  # a shared ancestor ends the climb
+            found.add(current)
+            parent = os.path.dirname(current)
+            if parent == current:
+                break
+            current = parent
+    return found

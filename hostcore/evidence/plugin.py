@@ -82,8 +82,10 @@ def hostcore_policy_inputs(host: Host) -> tuple[Any, ...]:
         SyncOptOut,
     )
 
+    # The dotfile part covers the store's directories, so every process over this
+    # root computes the same fingerprint (not one that depends on what it read).
     return (ClassList(host.root / CLASS_LIST_FILE), SyncOptOut(host.root / OPT_OUT_FILE),
-            IgnoreDotfiles())
+            IgnoreDotfiles(directories=lambda: host.store.directories()))
 
 
 @hookimpl

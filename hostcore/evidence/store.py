@@ -481,6 +481,11 @@ class Store:
         return {name: PartitionVersion(epoch, count) for name, epoch, count in self._query(
             "SELECT name, epoch, row_count FROM partitions ORDER BY name")}
 
+    def directories(self) -> list[str]:
+        """Every directory some stored row was recorded in (no row is read: the
+        scopes table names each once)."""
+        return [d for (d,) in self._query("SELECT DISTINCT directory FROM scopes")]
+
     def source_cursor(self, source: str) -> str | None:
         """The cursor last persisted for ``source`` (``None`` when never ingested)."""
         found = self._query("SELECT cursor FROM source_cursors WHERE source = ?", (source,))

@@ -48,9 +48,16 @@ def test_every_python_block_compiles(page):
         compile(block, f"{page} block {number}", "exec")
 
 
-@pytest.mark.parametrize("page", OWN_PAGES)
+ROOT = DOCS.parent
+# Every page a reader meets: the README, each docs page, each distribution's README.
+LINKED_PAGES = sorted(str(p.relative_to(ROOT)) for p in [
+    ROOT / "README.md", *DOCS.glob("*.md"), *ROOT.glob("plugins/*/README.md"),
+    *ROOT.glob("contrib/*/README.md"), *ROOT.glob("examples/*/README.md")])
+
+
+@pytest.mark.parametrize("page", LINKED_PAGES)
 def test_every_relative_link_resolves(page):
-    text = (DOCS / page).read_text()
-    targets = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", text)
-    missing = sorted({t for t in targets if not (DOCS / t).resolve().exists()})
+    path = ROOT / page
+    targets = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", path.read_text())
+    missing = sorted({t for t in targets if not (path.parent / t).resolve().exists()})
     assert not missing, f"{page} links to missing {missing}"

@@ -188,6 +188,19 @@ def test_a_governance_conflict_holds_back_the_write_and_content_still_flows(
     assert status["rows_behind"] == 0
 
 
+def test_ticks_stay_ok_while_a_conflict_stands_and_rows_keep_flowing(host, outbox):
+    add_rows(host, 3)
+    assert host.tick().ok
+    move_destination_context(outbox)
+    host.policy.input("class-list").set("/work/elsewhere", "local-only")
+    for _ in range(3):
+        add_rows(host, 2)
+        report = host.tick()
+        assert report.ok, report.failed  # reported, never a failed step
+        assert report.count("export", "conflicts") == 1
+    assert [r.position for r in exported(host)] == list(range(1, 10))
+
+
 def test_a_conflict_ends_when_one_side_changes(host, outbox, collected_events):
     add_rows(host, 2)
     exporter(host).run()

@@ -40,10 +40,18 @@ def tree(root: Path) -> dict[str, tuple[int, int, int]]:
 
 @pytest.fixture
 def used_root(tmp_path: Path) -> Path:
-    """A root after one tick, written under a permissive umask."""
-    root = tmp_path / "state"
+    """A root after one tick that polled a task and a policy edit, written under a
+    permissive umask: it holds the store, the ledger and its index, policy files."""
+    root, tasks = tmp_path / "state", tmp_path / "tasks"
+    tasks.mkdir()
+    (tasks / "t1.toml").write_text('title = "a task"\nstate = "open"\n')
+    root.mkdir(mode=0o700)
+    (root / "hostcore.toml").write_text(
+        f'[plugins.task-folder]\nfolders = {{ inbox = "{tasks}" }}\n')
     done = hostcore("--root", str(root), "run", "--once", umask=0)
     assert done.returncode in (0, 1), done.stderr
+    done = hostcore("--root", str(root), "policy", "local-only", str(tmp_path), umask=0)
+    assert done.returncode == 0, done.stderr
     return root
 
 
@@ -51,8 +59,9 @@ def test_every_state_folder_is_0700_and_every_file_0600_whatever_the_umask(used_
     modes = {name: stat.S_IMODE(mode) for name, (mode, _, _) in tree(used_root).items()}
     folders = {n: m for n, m in modes.items()
                if stat.S_ISDIR((used_root / n).lstat().st_mode)}
-    files = {n: m for n, m in modes.items() if n not in folders}
+    files = {n: m for n, m in modes.items() if n not in folders and n != "hostcore.toml"}
     assert files, "a tick keeps state files"
+    assert any(n.startswith("ledger/") for n in files), sorted(files)  # the poll's records
     assert {n: oct(m) for n, m in folders.items() if m != 0o700} == {}
     assert {n: oct(m) for n, m in files.items() if m != 0o600} == {}
 

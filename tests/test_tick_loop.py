@@ -226,3 +226,18 @@ def test_a_signal_landing_inside_stop_wait_never_deadlocks_the_loop():
     assert storm.returncode == 0, stderr
     # One watcher thread serves every call: the main thread and it are all that run.
     assert stdout.strip() == "stopped every time; 2 threads"
+
+
+def test_the_tick_line_says_rows_in_rows_out_questions_and_what_failed():
+    from hostcore.tick import StepReport, TickReport
+
+    report = TickReport(steps=[
+        StepReport("ingest", True, counts={"rows": 1_200}),
+        StepReport("github-capture", False, error="boom"),
+        StepReport("poll", True, counts={"tracked_checks": 2, "ledger_checks": 3}),
+        StepReport("file-custody", True, skipped=True),
+        StepReport("export", True, pending=True, counts={"rows": 7})], duration_ms=42)
+    assert report.summary() == ("tick failed (1 of 4 steps) in 42 ms: rows in 1,200, "
+                                "rows out 7, questions 5; work pending")
+    quiet = TickReport(steps=[StepReport("ingest", True)], duration_ms=3)
+    assert quiet.summary() == "tick ok in 3 ms: nothing changed"

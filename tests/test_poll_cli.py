@@ -224,3 +224,23 @@ def test_a_ledger_that_cannot_be_written_fails_the_poll_step_naming_why(make_hos
     assert step.error.endswith(".json: Not a directory") and "/ledger/portable/" in step.error
     (summary,) = host.poller.last
     assert summary.listed == 1 and summary.ledger_error.endswith(".json: Not a directory")
+
+
+def test_status_in_another_process_names_the_scopes_the_last_cycle_could_not_list(tmp_path):
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    root = make_root(tmp_path, f'[plugins.task-folder]\nfolders = {{ inbox = "{tasks}", '
+                               f'gone = "{tmp_path / "missing"}" }}\n')
+    env = {**os.environ, "HOSTCORE_ROOT": str(root), "HOSTCORE_LOAD_PLUGINS": "task-folder"}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "hostcore", *args], env=env,
+                              capture_output=True, text=True, timeout=120, check=False)
+
+    poll = run("poll", "--once")
+    assert poll.returncode == 1 and "gone (failed)" in poll.stderr, poll.stderr
+    status = run("status", "--json")
+    assert status.returncode == 0, status.stderr
+    poll_status = json.loads(status.stdout)["components"]["worker"]["poll"]
+    assert poll_status["last_cycle_unlisted"] == {"task-folder:gone": "failed"}
+    assert poll_status["last_cycle"]["scopes_failed"] == 1

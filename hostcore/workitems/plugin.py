@@ -73,7 +73,9 @@ class PollWorker:
     (read again from the config file each tick, so an edit takes effect at once).
 
     Scopes that failed or were interrupted are counted in the step's counts
-    (``scopes_failed``, ``scopes_interrupted``) and named in ``hostcore status``;
+    (``scopes_failed``, ``scopes_interrupted``) and named in ``hostcore status``
+    (``last_cycle_unlisted``, from the last cycle of any process: no closure is
+    decided for them until they list completely);
     the step fails (:class:`PollFailed`) only when the ledger could not be
     written, after the whole cycle ran.
     """
@@ -98,7 +100,7 @@ class PollWorker:
 
     def status(self) -> dict[str, Any]:
         report: dict[str, Any] = {"ledger": self.host.ledger.status()}
-        last = self.host.poller.last
+        last = self.host.poller.last_cycle()  # this process's, or the one kept on disk
         if last:
             report["last_cycle"] = _totals(last)
             unlisted = {f"{s.provider}:{scope}": status for s in last

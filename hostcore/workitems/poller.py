@@ -51,11 +51,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
 from hostcore.errors import RecordError
+from hostcore.files import atomic_write
 from hostcore.plugin.registration import availability
 from hostcore.timestamps import format_utc, parse_exact, utc_now
 from hostcore.workitems.budget import CycleBudget, applied
@@ -85,6 +87,9 @@ if TYPE_CHECKING:
     from hostcore.host import Host
 
 log = logging.getLogger("hostcore.workitems.poller")
+
+# The last cycle's summaries, beside the ledger (``hostcore status`` reads them).
+LAST_CYCLE_FILE = "last-cycle.json"
 
 # A ledger-only record is due once it has been absent this many poll intervals.
 LEDGER_RECHECK_EVERY_CYCLES = 60
@@ -220,7 +225,35 @@ class Poller:
                 share = now + max(0.0, deadline - now) / (len(self.providers) - index)
             summaries.append(self.poll_provider(provider, CycleBudget(share, stop)))
         self.last = summaries
+        self._keep_last(summaries)
         return summaries
+
+    @property
+    def last_cycle_path(self) -> Path:
+        """Where the last cycle's summaries are kept, for ``hostcore status`` in
+        another process (disposable: rewritten every cycle, never fsynced)."""
+        return self.ledger.directory / LAST_CYCLE_FILE
+
+    def _keep_last(self, summaries: list[PollSummary]) -> None:
+        if self.ledger.read_only:
+            return
+        try:
+            atomic_write(self.last_cycle_path, msgspec.json.encode(summaries), durable=False)
+        except OSError as exc:
+            # Reporting must not fail the cycle it reports on (a full disk, say).
+            log.warning("could not keep the last poll cycle's summary: %s",
+                        type(exc).__name__)
+
+    def last_cycle(self) -> list[PollSummary]:
+        """The last cycle's summaries: this process's, else those the last cycle of
+        any process kept; ``[]`` when there are none or they cannot be read."""
+        if self.last:
+            return self.last
+        try:
+            return msgspec.json.decode(self.last_cycle_path.read_bytes(),
+                                       type=list[PollSummary])
+        except (OSError, msgspec.DecodeError):
+            return []
 
     def poll_provider(self, provider: Any, budget: CycleBudget | None = None) -> PollSummary:
         """One provider's part of a cycle, within ``budget`` (default: unbounded)."""

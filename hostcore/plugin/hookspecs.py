@@ -14,7 +14,7 @@ registered objects once and calls them directly afterwards.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hostcore.plugin.markers import hookspec
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
     import click
 
+    from hostcore.export.ref import Ref
     from hostcore.host import Host
     from hostcore.plugin.registration import (
         Destination,
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
         Worker,
     )
     from hostcore.telemetry import EventSpec
+    from hostcore.workitems.items import WorkItemEvent
 
 
 @hookspec
@@ -202,7 +204,7 @@ def hostcore_commands(cli: click.Group) -> None:
 
 
 @hookspec
-def hostcore_work_item_event(event: Any, host: Host) -> None:
+def hostcore_work_item_event(event: WorkItemEvent, host: Host) -> None:
     """React to a work item that opened, changed, was commented on or closed.
 
     ``event`` is a ``hostcore.plugin.WorkItemEvent``. Every implementation is
@@ -221,7 +223,8 @@ def hostcore_work_item_event(event: Any, host: Host) -> None:
 
 
 @hookspec(firstresult=True)
-def hostcore_published_ref(stream: str, host: Host, destination: Any) -> Any:
+def hostcore_published_ref(stream: str, host: Host, destination: Destination
+                           ) -> Ref | None:
     """Return the ``hostcore.export.ref.Ref`` ``destination`` publishes for ``stream``.
 
     ``destination`` is the registered destination object being asked about (the

@@ -52,7 +52,8 @@ def check_one_clear_line(result: subprocess.CompletedProcess[str], status: int,
 
 # Files a failed command may still write: SQLite's own companions, locks, reports
 # and caches that are re-derived (docs/state-files.md).
-DISPOSABLE = re.compile(r"(-wal|-shm|\.lock|last-tick\.json|last-cycle\.json|index\.sqlite3|refs\.json)$")
+DISPOSABLE = re.compile(
+    r"(-wal|-shm|\.lock|last-tick\.json|last-cycle\.json|index\.sqlite3|refs\.json)$")
 
 
 def snapshot(root: Path) -> dict[str, bytes]:

@@ -289,6 +289,11 @@ class Poller:
         if any(entry is None for entry in known.values()):
             defer_first_sights = not self._relocate(provider, now, budget, summary)
             known = {ref: entry or self.ledger.entry(ref) for ref, entry in known.items()}
+        else:
+            # No item to place: still ask, once a window, about scopes no longer owned
+            # (a renamed repository with nothing open under its new name).
+            self._relocate(provider, now, budget, summary,
+                           asked_before=format_utc(moment - window))
         for ref, item in items:
             if defer_first_sights and known[ref] is None:
                 continue
@@ -437,19 +442,23 @@ class Poller:
     # -- moved scopes and items ----------------------------------------------------
 
     def _relocate(self, provider: Any, now: str, budget: CycleBudget,
-                  summary: PollSummary) -> bool:
+                  summary: PollSummary, *, asked_before: str | None = None) -> bool:
         """Move the records of scopes the provider says were renamed into its own.
 
-        Asked only in a cycle whose listing shows never-seen items, so a renamed
+        Asked in every cycle whose listing shows never-seen items, so a renamed
         repository's items are moved before anything is announced under the new
-        name. Returns False when a scope could not be asked (the caller then
+        name; otherwise (``asked_before``) only about records neither seen nor
+        asked about since then, so a scope dropped from the configuration on
+        purpose costs one question a window. A record that did not move is stamped
+        asked. Returns False when a scope could not be asked (the caller then
         defers the never-seen items a cycle rather than risk announcing them twice).
         """
         relocate = getattr(provider, "relocate", None)
         if not callable(relocate):
             return True
         told = True
-        for scope, refs in self._stranded(provider)[:RELOCATE_SCOPES_PER_CYCLE]:
+        stranded = self._stranded(provider, asked_before)
+        for scope, refs in stranded[:RELOCATE_SCOPES_PER_CYCLE]:
             if budget.spent():
                 return False
             try:
@@ -465,6 +474,7 @@ class Poller:
                 log.info("a relocation question failed (%s)", type(exc).__name__)
                 continue
             wanted = {ref.ref for ref in refs}
+            moved: set[str] = set()
             for old, new in sorted(moves.items()):
                 target = self._target(str(old), new)
                 if str(old) not in wanted or target is None:
@@ -473,22 +483,30 @@ class Poller:
                 try:
                     self._move(provider, str(old), Closure(state="moved", moved_to=target),
                                now, summary)
+                    moved.add(str(old))
                 except RecordError as exc:
                     summary.errors.append(str(exc))
+            for ref in sorted(wanted - moved):
+                self.state.note_closure_check(ref, now)  # asked: not again this window
         return told
 
-    def _stranded(self, provider: Any) -> list[tuple[str, tuple[WorkItemRef, ...]]]:
+    def _stranded(self, provider: Any, asked_before: str | None = None
+                  ) -> list[tuple[str, tuple[WorkItemRef, ...]]]:
         """``(scope, refs)`` for each scope (as the provider places it) of unstamped
-        records it does not own; the scope seen most recently first, as a renamed
-        repository's records were seen until the configuration changed."""
+        records it does not own (with ``asked_before``, only records neither seen
+        listed nor asked about since); the scope seen listed most recently first,
+        as a renamed repository's records were seen until the configuration
+        changed."""
         latest: dict[str, str] = {}
         refs: dict[str, list[WorkItemRef]] = {}
         for entry in self.ledger.unstamped():
             scope = _foreign_scope(provider, entry.ref)
             if scope is None:
                 continue
+            if asked_before is not None and entry.absent_since >= asked_before:
+                continue
             refs.setdefault(scope, []).append(WorkItemRef(entry.ref))
-            latest[scope] = max(latest.get(scope, ""), entry.absent_since)
+            latest[scope] = max(latest.get(scope, ""), entry.last_polled_at)
         order = sorted(refs, key=lambda scope: (latest[scope], scope), reverse=True)
         return [(scope, tuple(refs[scope])) for scope in order]
 

@@ -252,6 +252,39 @@ def test_a_renamed_repository_moves_its_records_and_announces_nothing_twice(
     assert fake_github.paths().count("/repos/acme/old") == 1
 
 
+def test_a_renamed_repository_with_nothing_open_under_its_new_name_still_moves_its_records(
+        make_host, fake_github):
+    receiver = Receiver()
+    host = make_host(gh_plugin, receiver, config={"plugins": {"gh": {"repos": ["acme/new"]}}},
+                     env=fake_github.env())
+    host.ledger.write(polled("acme/old#1"))
+    fake_github.redirect("/repos/acme/old", "/repositories/9")
+    fake_github.route("/repositories/9", 200, {"id": 9, "full_name": "acme/new"})
+    fake_github.route("/repos/acme/new/issues", 200, [])
+
+    (summary,) = host.poller.cycle()
+
+    assert summary.moved == 1
+    assert host.ledger.read("acme/old#1").ended.moved_to == "acme/new#1"
+    assert receiver.events == [("moved", "acme/old#1", "acme/new#1")]
+
+
+def test_a_repository_dropped_from_the_config_is_asked_about_once_a_window(
+        make_host, fake_github):
+    host = make_host(gh_plugin, config={"plugins": {"gh": {"repos": ["acme/kept"]}}},
+                     env=fake_github.env())
+    host.ledger.write(polled("acme/dropped#1"))
+    fake_github.route("/repos/acme/dropped", 200, {"id": 5, "full_name": "acme/dropped"})
+    fake_github.route("/repos/acme/kept/issues", 200, [])
+
+    for _ in range(3):
+        host.poller.cycle()
+
+    assert fake_github.paths().count("/repos/acme/dropped") == 1
+    record = host.ledger.read("acme/dropped#1")
+    assert record.ended is None and record.poll.closure_checked_at  # asked, kept open
+
+
 def test_a_transferred_item_is_recorded_as_moved_not_closed_or_open(make_host, fake_github):
     receiver = Receiver()
     host = make_host(gh_plugin, receiver, config={"plugins": {"gh": {"repos": ["o/r"]}}},

@@ -122,13 +122,14 @@ class _Operation:
     def put_back(self, outcome: DeleteOutcome, reason: str) -> DeleteFileResult:
         """Restore the pin to the original name without overwriting anything there."""
         try:
-            put_back(self.method, self.private_fd, self.pin, self.parent_fd, self.name)
+            linked = put_back(self.method, self.private_fd, self.pin, self.parent_fd,
+                              self.name)
         except OSError as exc:
             why = ("a newer file lives at the path" if isinstance(exc, FileExistsError)
                    else f"restoring failed: {os_reason(exc)}")
             return self.retain(f"{reason}; {why}")
         self.step("restore-linked")
-        if self.method == "link":
+        if linked:
             with contextlib.suppress(OSError):
                 drop(self.private_fd, self.pin)
         self.finish()

@@ -20,6 +20,7 @@ import contextlib
 import ctypes
 import errno
 import os
+import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -177,17 +178,25 @@ def put_back_method(private_fd: int) -> PutBack | None:
     return method
 
 
-def put_back(method: PutBack, src_dir_fd: int, src: str, dst_dir_fd: int, dst: str) -> None:
+def put_back(method: PutBack, src_dir_fd: int, src: str, dst_dir_fd: int, dst: str) -> bool:
     """Make ``src`` reachable as ``dst`` again without overwriting anything at ``dst``.
 
     ``"rename"`` moves the inode back in one atomic step; ``"link"`` adds the
-    name, and the caller then drops ``src``. Raises ``FileExistsError`` when
-    something lives at ``dst``, ``OSError`` on any other failure.
+    name, and the caller then drops ``src``: returns True when it must (``src``
+    was linked, not moved). A folder (one swapped in at the pin moment) cannot be
+    hard-linked: with ``"link"`` it is renamed back after checking ``dst`` is
+    absent, where at worst an empty folder made in between is replaced (a rename
+    never replaces anything else). Raises ``FileExistsError`` when something
+    lives at ``dst``, ``OSError`` on any other failure.
     """
     if method == "rename":
         rename_noreplace(src_dir_fd, src, dst_dir_fd, dst)
-    else:
-        os.link(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd, follow_symlinks=False)
+        return False
+    if stat.S_ISDIR(os.stat(src, dir_fd=src_dir_fd, follow_symlinks=False).st_mode):
+        move_noreplace(src_dir_fd, src, dst_dir_fd, dst)
+        return False
+    os.link(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd, follow_symlinks=False)
+    return True
 
 
 def move_noreplace(src_dir_fd: int, src: str, dst_dir_fd: int, dst: str) -> None:

@@ -253,7 +253,7 @@ class _Recovery:
         try:
             if method is None:
                 raise OSError(0, "this filesystem can put nothing back without overwriting")
-            put_back(method, self.private_fd, pin, self.dir_fd, manifest.source_name)
+            linked = put_back(method, self.private_fd, pin, self.dir_fd, manifest.source_name)
         except OSError as exc:
             why = ("a newer file lives at the source path" if isinstance(exc, FileExistsError)
                    else f"restoring failed: {exc.strerror or os_reason(exc)}")
@@ -265,7 +265,7 @@ class _Recovery:
                                       recovery_location=str(self.private / pin),
                                       reason=f"{reason}; {why}",
                                       age_seconds=max(0.0, time.time() - manifest.created_at))
-        if method == "rename":
+        if not linked:  # moved back: nothing of it is left in the private folder
             self._finish(op)
             return FileRecoveryResult(source_path=source, outcome="restored", reason=reason)
         return self._unpin(op, source, "restored", reason)

@@ -178,10 +178,10 @@ class _Release:
             method = put_back_method(self.private_fd)
             if method is not None:
                 try:
-                    put_back(method, self.private_fd, pin, self.dir_fd, manifest.source_name)
-                    restored = True
-                    if method == "link":
+                    if put_back(method, self.private_fd, pin, self.dir_fd,
+                                manifest.source_name):
                         os.unlink(pin, dir_fd=self.private_fd)
+                    restored = True
                 except FileExistsError:
                     pass  # something newer arrived: the pin goes to the evidence instead
         moved = []

@@ -88,3 +88,20 @@ def test_a_filesystem_that_can_put_nothing_back_is_refused_custody(tmp_path,
     assert "custody refused" in result.reason
     assert path.read_bytes() == LIVE, "the live path is never emptied"
     assert _leftovers(path.parent) == []
+
+
+def test_a_folder_swapped_in_at_the_pin_moment_is_put_back_without_renameat2(
+        tmp_path, without_renameat2):
+    path = _file(tmp_path)
+
+    def swap_in_a_folder(step):
+        if step == "intent-recorded":
+            path.unlink()
+            path.mkdir()
+            (path / "inside").write_bytes(b"someone's data")
+
+    result = delete_file_if_unchanged(path, capture_file_revision(path), lambda pinned: True,
+                                      on_step=swap_in_a_folder)
+    assert result.outcome == "kept-changed"
+    assert (path / "inside").read_bytes() == b"someone's data"
+    assert _leftovers(path.parent) == []

@@ -1,7 +1,10 @@
-"""The evidence store's schema: its tables, and every SQL statement over them.
+"""The evidence store's schema: its tables, and the statements more than one module uses.
 
-The store writes through these statements and the export seam reads through
-them; no other module names a table. Layout (see ``docs/evidence.md``)::
+The tables are created here and nowhere else, and every statement the export
+seam reads through lives here. The store's own writes (appends, purges,
+partition drops, health and cursors) are written beside the code that runs them
+in :mod:`hostcore.evidence.store`; no module but these two names a table. Layout
+(see ``docs/evidence.md``)::
 
     meta(key, value)                       instance id, schema, epoch and purge sequences
     partitions(id, name, epoch, row_count)

@@ -12,10 +12,12 @@ import sys
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if args == ["--version"]:
+        # Free: running this module already loaded the hostcore package; nothing else loads.
         from hostcore import __version__
 
         print(f"hostcore {__version__}")
         raise SystemExit(0)
+    # click, pluggy and the plugins load only past --version (see the docstring).
     from hostcore.cli.app import run_cli
 
     raise SystemExit(run_cli(args))

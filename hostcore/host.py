@@ -59,6 +59,8 @@ if TYPE_CHECKING:
     from hostcore.workitems.ledger import Ledger
     from hostcore.workitems.poller import Poller
 
+# The component properties below (store, policy, seam, ledger, poller, freshness) import
+# their modules on first use: a Host build and `hostcore plugins` load none of them.
 log = logging.getLogger("hostcore.host")
 
 T = TypeVar("T")
@@ -77,6 +79,7 @@ def resolve_root(root: str | os.PathLike[str] | None, env: Mapping[str, str]) ->
     if root is None:
         root = env.get(ENV_ROOT) or None
     if root is None:
+        # Third-party; only the default root needs it (a given root or $HOSTCORE_ROOT never does).
         import platformdirs
 
         root = platformdirs.user_data_dir("hostcore", appauthor=False)

@@ -5,6 +5,7 @@ from hostcore._moved import alias
 
 
 def _format_ts() -> object:
+    # Built only if a 0.1 caller asks for format_ts; the alias itself needs none of this.
     import functools
 
     from hostcore.timestamps import format_utc

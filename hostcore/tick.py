@@ -142,6 +142,7 @@ def run(host: Host, stop: threading.Event, *, max_ticks: int | None = None,
         if on_tick is not None:
             on_tick(report)
         if host.store_replaced():
+            # Loaded by now (the store is open); at the top it would put sqlite3 in a Host build.
             from hostcore.evidence.store import StoreError
 
             raise StoreError(f"{host.store.path}: the store file was replaced or removed "

@@ -5,6 +5,7 @@ from hostcore._moved import alias
 
 
 def _jsonl_files() -> object:
+    # Built only if a 0.1 caller asks for jsonl_files; the alias itself needs none of this.
     from pathlib import Path
 
     from hostcore.evidence.transcripts import ReadCounts, list_files

@@ -74,6 +74,7 @@ def hostcore_events() -> tuple[EventSpec, ...]:
 
 @hookimpl
 def hostcore_policy_inputs(host: Host) -> tuple[Any, ...]:
+    # Loads when a Host collects registrations, not when the plugin module is imported.
     from hostcore.evidence.inputs import (
         CLASS_LIST_FILE,
         OPT_OUT_FILE,
@@ -200,6 +201,7 @@ class IngestWorker:
 
 @hookimpl
 def hostcore_commands(cli: click.Group) -> None:
+    # Command code loads only when a plugin command is looked up (RootGroup, cli/app.py).
     from hostcore.evidence.commands import evidence_command, policy_group, purge_command
 
     for command in (evidence_command, purge_command, policy_group):

@@ -567,6 +567,7 @@ class TranscriptSource:
 
     def read(self, cursor: str | None) -> SourceBatch:
         """New rows since ``cursor`` and the cursor to persist with them."""
+        # Not lazy in effect: hostcore.evidence.rows is already imported at the top.
         from hostcore.evidence.rows import SourceBatch
 
         counts = self.counts = ReadCounts()

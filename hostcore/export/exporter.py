@@ -110,6 +110,7 @@ def _attr_kind(kind: Any) -> str:
 
 
 def _record_schemas() -> dict[str, type]:
+    # Defers the ledger modules until a ref is computed: importing the engine skips them.
     from hostcore.workitems.ledger import PortableRecord
 
     return {"export-row": ExportRow, "ledger-record": PortableRecord}

@@ -86,6 +86,7 @@ class ExportWorker:
             destination = select_destination(self.host)
         except ConfigError:
             return {}  # availability already says why
+        # The engine loads only with a destination: status on a root without one skips it.
         from hostcore.export.exporter import Exporter
 
         return Exporter(self.host, destination).report().as_status()
@@ -103,6 +104,7 @@ def hostcore_workers(host: Host) -> ExportWorker:
 
 @hookimpl
 def hostcore_commands(cli: click.Group) -> None:
+    # Loaded only when a plugin command is looked up (RootGroup); it also imports this module.
     from hostcore.export.commands import export_command
 
     cli.add_command(export_command)

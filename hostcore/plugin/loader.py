@@ -373,12 +373,14 @@ def _origin(info: PluginInfo) -> str:
 
 
 def _host_version() -> str:
+    # Not lazy in effect: the hostcore package is always loaded before its submodules.
     from hostcore import __version__
 
     return __version__
 
 
 def _hook_api_version() -> int:
+    # Not lazy in effect: the hostcore package is always loaded before its submodules.
     from hostcore import HOOK_API_VERSION
 
     return HOOK_API_VERSION

@@ -160,6 +160,7 @@ def create_plugin(name: str, kind: str, directory: Path | None = None) -> tuple[
 
 
 def _render(names: Names, kind: str, template: KindTemplate) -> dict[Path, str]:
+    # Not lazy in effect: the hostcore package is always loaded before its submodules.
     from hostcore import __version__
 
     values = {

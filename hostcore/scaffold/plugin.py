@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
 @hookimpl
 def hostcore_commands(cli: click.Group) -> None:
+    # Command code loads only when a plugin command is looked up (RootGroup, cli/app.py).
     from hostcore.scaffold.commands import new_plugin
 
     cli.add_command(new_plugin)

@@ -10,6 +10,9 @@ import pytest
 from hostcore.plugin.registration import KINDS, availability, validate
 from hostcore.testing.kit import _PluginSuite, contract_failure, registered_objects, require
 
+# Imports inside functions here are lazy on purpose: this module loads with hostcore's
+# pytest plugin in every pytest run, and only this suite's tests need the export modules.
+
 # The origins (store identities) the kit's hand-made batches claim to come from.
 KIT_ORIGIN = "hostcore-conformance-origin"
 OTHER_ORIGIN = "hostcore-conformance-other"

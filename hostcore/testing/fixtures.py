@@ -75,6 +75,7 @@ def register_plugin() -> PluginRegistrar:
 def make_host(
     tmp_path: Path, collected_events: EventCollector, register_plugin: PluginRegistrar
 ) -> Iterator[Callable[..., Any]]:
+    # Loaded with hostcore's pytest plugin in every pytest run: the host loads only when used.
     from hostcore.host import Host
 
     hosts: list[Host] = []
@@ -105,6 +106,7 @@ def make_host(
 @pytest.fixture
 def hostcore_cli(tmp_path: Path, register_plugin: PluginRegistrar) -> Callable[..., CliResult]:
     """Run ``hostcore`` in-process with ``--root`` set to a folder of this test."""
+    # Loaded with hostcore's pytest plugin in every pytest run: the CLI loads only when used.
     from hostcore.cli.app import run_cli
 
     def run(*args: str, env: Mapping[str, str] | None = None, root: Path | None = None,

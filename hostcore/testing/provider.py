@@ -10,6 +10,9 @@ import pytest
 from hostcore.plugin.registration import KINDS, validate
 from hostcore.testing.kit import _PluginSuite, contract_failure, registered_objects, require
 
+# Imports inside functions here are lazy on purpose: this module loads with hostcore's
+# pytest plugin in every pytest run, and only this suite's tests need the work-item modules.
+
 # A ref no provider should claim: the kit asks ``owns`` about it.
 FOREIGN_REF = "hostcore-conformance:not-yours#0"
 

@@ -44,6 +44,7 @@ class SourceConformance(_PluginSuite):
             "(host) -> None that adds malformed input for your source.")
 
     def _read(self, source: Any, cursor: str | None) -> Any:
+        # Loaded with hostcore's pytest plugin in every pytest run: rows load only when used.
         from hostcore.evidence.rows import EvidenceRow, SourceBatch
 
         try:

@@ -133,6 +133,7 @@ def hostcore_workers(host: Host) -> PollWorker:
 
 @hookimpl
 def hostcore_commands(cli: click.Group) -> None:
+    # Command code loads only when a plugin command is looked up (RootGroup, cli/app.py).
     from hostcore.workitems.commands import poll_command
 
     cli.add_command(poll_command)

@@ -43,11 +43,11 @@ from typing import TYPE_CHECKING, BinaryIO, NamedTuple
 
 import msgspec
 
-from hostcore.evidence.rows import storable_text
+from hostcore.evidence.rows import SourceBatch, storable_text
 from hostcore.records import encode_json
 
 if TYPE_CHECKING:
-    from hostcore.evidence.rows import EvidenceRow, SourceBatch
+    from hostcore.evidence.rows import EvidenceRow
 
 log = logging.getLogger("hostcore.evidence.transcripts")
 
@@ -567,9 +567,6 @@ class TranscriptSource:
 
     def read(self, cursor: str | None) -> SourceBatch:
         """New rows since ``cursor`` and the cursor to persist with them."""
-        # Not lazy in effect: hostcore.evidence.rows is already imported at the top.
-        from hostcore.evidence.rows import SourceBatch
-
         counts = self.counts = ReadCounts()
         self._remote_memo = {}
         if not self.folder.is_dir():

@@ -38,6 +38,7 @@ from typing import Any, Literal
 import msgspec
 import pluggy
 
+from hostcore import HOOK_API_VERSION, __version__
 from hostcore.errors import PluginLoadError
 from hostcore.plugin import hookspecs
 from hostcore.plugin.discovery import entry_points
@@ -174,8 +175,8 @@ def load_plugins(
         module = importlib.import_module(module_name)
         # A broken built-in is hostcore's own bug: never swallow it.
         plugins.pm.register(module, name=module_name)
-        info = PluginInfo(name=module_name, distribution="hostcore", version=_host_version(),
-                          status="builtin", hook_api=_hook_api_version())
+        info = PluginInfo(name=module_name, distribution="hostcore", version=__version__,
+                          status="builtin", hook_api=HOOK_API_VERSION)
         info.hooks = sorted(h.name for h in plugins.pm.get_hookcallers(module) or ())
         plugins.infos[module_name] = info
         plugins._objects[module_name] = module
@@ -224,7 +225,7 @@ def _load_entry_points(plugins: PluginSet, env: Mapping[str, str]) -> None:
             info.status = "blocked"
             plugins._record(info)
             continue
-        info.requires_hostcore, refusal = host_range_check(requires, _host_version())
+        info.requires_hostcore, refusal = host_range_check(requires, __version__)
         if refusal:
             # Refused before import: code built for another host may fail at import,
             # or worse, later, with an error that does not say why.
@@ -371,16 +372,3 @@ def _one_line(exc: BaseException) -> str:
 def _origin(info: PluginInfo) -> str:
     return info.distribution or "a plugin object"
 
-
-def _host_version() -> str:
-    # Not lazy in effect: the hostcore package is always loaded before its submodules.
-    from hostcore import __version__
-
-    return __version__
-
-
-def _hook_api_version() -> int:
-    # Not lazy in effect: the hostcore package is always loaded before its submodules.
-    from hostcore import HOOK_API_VERSION
-
-    return HOOK_API_VERSION

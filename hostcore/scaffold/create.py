@@ -23,6 +23,7 @@ from importlib import resources
 from pathlib import Path
 from string import Template
 
+from hostcore import __version__
 from hostcore.errors import HostcoreError
 
 _NAME = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
@@ -160,9 +161,6 @@ def create_plugin(name: str, kind: str, directory: Path | None = None) -> tuple[
 
 
 def _render(names: Names, kind: str, template: KindTemplate) -> dict[Path, str]:
-    # Not lazy in effect: the hostcore package is always loaded before its submodules.
-    from hostcore import __version__
-
     values = {
         "name": names.name,
         "dist": names.dist,

@@ -3,6 +3,13 @@
 Importing this package is cheap and has no side effects: nothing heavier than the
 standard library is imported until one of the names below is first used, and no
 plugin is ever loaded at import time. Build a :class:`Host` to load plugins.
+
+Imports: none of hostcore when this module runs (each name below is imported from its
+home on first use; the imports under ``TYPE_CHECKING`` are for type checkers), so every
+module of hostcore may import it, for ``__version__`` and ``HOOK_API_VERSION``. Inside
+hostcore a name is imported from its home module, never through this one. What each
+part of hostcore may import is in ``docs/architecture.md`` (Layout), checked by
+``tests/test_import_rules.py``.
 """
 
 from __future__ import annotations

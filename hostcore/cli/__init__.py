@@ -7,8 +7,16 @@
 This is the application only. What a plugin's own commands need (``pass_host``,
 ``json_option``, ``emit_json``, ``print_table``, ``stop_on_signals``) lives in
 :mod:`hostcore.plugin.cli`; importing it from here still works in 0.2, with a
-deprecation warning. May import every other part of hostcore; nothing imports it
-but ``hostcore.__main__`` and the test fixtures.
+deprecation warning.
+
+Imports. At module level and inside functions alike it imports only the foundation
+modules (:mod:`hostcore.errors`, :mod:`~hostcore.timestamps`, :mod:`~hostcore.config`,
+:mod:`~hostcore.files`, :mod:`~hostcore.records`, :mod:`~hostcore.telemetry`),
+:mod:`hostcore.plugin` (:mod:`hostcore.plugin.cli` included), :mod:`hostcore.host`,
+:mod:`hostcore.tick` and this package: never a domain package (evidence, export,
+workitems, scaffold), whose commands arrive through ``hostcore_commands``. Nothing
+imports it but :mod:`hostcore.__main__` and :mod:`hostcore.testing`, each inside a
+function; this ``__init__`` imports nothing at module level.
 """
 
 from __future__ import annotations

@@ -9,9 +9,21 @@
 * :mod:`~hostcore.export.plugin`, :mod:`~hostcore.export.commands` — the built-in
   plugin (export worker, events) and ``hostcore export``.
 
-May import: :mod:`hostcore.errors`, :mod:`hostcore.files`, :mod:`hostcore.records`,
-the seam and store of :mod:`hostcore.evidence`, the ledger of
-:mod:`hostcore.workitems` (for the decisions identity) and :mod:`hostcore.plugin`.
+Imports. At module level, every module here but :mod:`~hostcore.export.commands` (the
+engine and the built-in plugin) imports only the foundation modules
+(:mod:`hostcore.errors`, :mod:`~hostcore.timestamps`, :mod:`~hostcore.config`,
+:mod:`~hostcore.files`, :mod:`~hostcore.records`, :mod:`~hostcore.telemetry`),
+:mod:`hostcore.plugin` (not :mod:`hostcore.plugin.cli`) and this package; inside a
+function, also :mod:`hostcore.workitems.ledger` (the exporter's decisions identity) and,
+from :mod:`~hostcore.export.plugin`'s ``hostcore_commands`` hook only,
+:mod:`~hostcore.export.commands`; :mod:`hostcore.host` only under ``TYPE_CHECKING``. It
+never imports :mod:`hostcore.evidence`: the seam and the store reach the exporter
+through the host. :mod:`~hostcore.export.ref` imports only the foundation modules and
+this ``__init__`` nothing at module level, so the evidence and work-item packages import
+the ref without loading the exporter. :mod:`~hostcore.export.commands` sits on the host:
+it may also import :mod:`hostcore.host` and :mod:`hostcore.plugin.cli`. The host imports
+this package only inside a function (``host.freshness``).
+
 The names of the 0.1 module ``hostcore.export`` stay importable from here.
 """
 

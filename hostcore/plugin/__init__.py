@@ -30,9 +30,19 @@ Package layout: :mod:`~hostcore.plugin.markers`, :mod:`~hostcore.plugin.hookspec
 (every hook, documented), :mod:`~hostcore.plugin.registration` (the Protocols and
 their validation), :mod:`~hostcore.plugin.loader` (entry points, allow and block
 lists, strict mode), :mod:`~hostcore.plugin.registry` (the typed registry) and
-:mod:`~hostcore.plugin.cli`. It may import :mod:`hostcore.errors`,
-:mod:`hostcore.telemetry` and :mod:`hostcore.config`, and the value modules
-named above for type checking only.
+:mod:`~hostcore.plugin.cli`.
+
+Imports. Every module here but :mod:`~hostcore.plugin.cli` is below the host
+(:mod:`hostcore.host` imports the loader, the Protocols and the registry at module
+level): at module level and inside functions alike it imports only the foundation
+modules (:mod:`hostcore.errors`, :mod:`~hostcore.timestamps`, :mod:`~hostcore.config`,
+:mod:`~hostcore.files`, :mod:`~hostcore.records`, :mod:`~hostcore.telemetry`), this
+package and the root package (the version numbers). :mod:`hostcore.plugin.cli` sits on
+the host: it also imports :mod:`hostcore.host` at module level, so nothing below the
+host imports it. :mod:`hostcore.host` and the value modules of the domain packages named
+above are imported only under ``TYPE_CHECKING``, or by name when used (this module's
+names on first access, the built-in plugins when a host loads them); this ``__init__``
+imports nothing at module level.
 """
 
 from __future__ import annotations

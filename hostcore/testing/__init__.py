@@ -21,6 +21,16 @@ Example::
     def test_my_source_ingests(make_host):
         host = make_host(my_plugin)
         assert host.tick().ok
+
+Imports. This package is loaded by every pytest run where hostcore is installed, so at
+module level it imports only the foundation modules (:mod:`hostcore.errors`,
+:mod:`~hostcore.timestamps`, :mod:`~hostcore.config`, :mod:`~hostcore.files`,
+:mod:`~hostcore.records`, :mod:`~hostcore.telemetry`), :mod:`hostcore.plugin` (not
+:mod:`hostcore.plugin.cli`) and itself; :mod:`hostcore.host`, the CLI application
+(:mod:`hostcore.cli`) and the value modules of :mod:`hostcore.evidence`,
+:mod:`hostcore.export` and :mod:`hostcore.workitems` only inside the functions that use
+them. Nothing in hostcore imports it (the 0.1 alias ``hostcore.conformance`` names it,
+by name).
 """
 
 from hostcore.testing.destination import DestinationConformance

@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from hostcore import tick as ticks
 from hostcore.config import Config, Settings, load_config, parse_settings
@@ -43,7 +43,9 @@ from hostcore.plugin.registration import (
     Destination,
     PolicyInput,
     Provider,
+    Registered,
     Source,
+    TelemetrySink,
     Worker,
     availability,
 )
@@ -195,8 +197,24 @@ class Host:
 
     # -- registrations -------------------------------------------------------------
 
-    def registered(self, kind: str) -> tuple[Any, ...]:
-        """The validated objects of one kind (``"source"``, ``"worker"``, …)."""
+    @overload
+    def registered(self, kind: Literal["source"]) -> tuple[Source, ...]: ...
+    @overload
+    def registered(self, kind: Literal["provider"]) -> tuple[Provider, ...]: ...
+    @overload
+    def registered(self, kind: Literal["policy_input"]) -> tuple[PolicyInput, ...]: ...
+    @overload
+    def registered(self, kind: Literal["telemetry_sink"]) -> tuple[TelemetrySink, ...]: ...
+    @overload
+    def registered(self, kind: Literal["worker"]) -> tuple[Worker, ...]: ...
+    @overload
+    def registered(self, kind: Literal["destination"]) -> tuple[Destination, ...]: ...
+    @overload
+    def registered(self, kind: str) -> tuple[Registered, ...]: ...
+
+    def registered(self, kind: str) -> tuple[Registered, ...]:
+        """The validated objects of one kind (``"source"``, ``"worker"``, …), typed by
+        kind; an unknown kind raises ``KeyError`` naming the kinds there are."""
         return self.registry.get(kind)
 
     @property
@@ -218,6 +236,10 @@ class Host:
     @property
     def destinations(self) -> tuple[Destination, ...]:
         return self.registry.get("destination")
+
+    @property
+    def telemetry_sinks(self) -> tuple[TelemetrySink, ...]:
+        return self.registry.get("telemetry_sink")
 
     @property
     def hook(self) -> Any:

@@ -218,6 +218,15 @@ class HalfBroken:
         return Named("unused", "half-worker").worker
 
 
+def test_each_kind_is_reachable_by_property_and_an_unknown_kind_is_named(tmp_path):
+    host = Host(root=tmp_path, plugins=[Named("w", "mine")], load_entrypoints=False, env={})
+    assert host.telemetry_sinks == host.registered("telemetry_sink")
+    assert host.workers == host.registered("worker")
+    assert "mine" in [w.name for w in host.registered("worker")]
+    with pytest.raises(KeyError, match="'workers' is not a registration kind"):
+        host.registered("workers")
+
+
 def test_invalid_registration_fails_the_whole_plugin_naming_it(tmp_path):
     host = Host(root=tmp_path, plugins=[HalfBroken()], load_entrypoints=False, env={})
     info = host.plugins.infos["half-broken"]

@@ -1,7 +1,7 @@
 """Evidence: the store, the export seam, the withholding policy and its inputs.
 
 * :mod:`~hostcore.evidence.rows` — the values sources hand the store;
-* :mod:`~hostcore.evidence.schema` — the store's tables and every SQL over them;
+* :mod:`~hostcore.evidence.schema` — the store's tables and the reads the seam runs;
 * :mod:`~hostcore.evidence.store` — the SQLite store (append, purge, partitions);
 * :mod:`~hostcore.evidence.seam` — the one way rows leave, under the live policy;
 * :mod:`~hostcore.evidence.policy`, :mod:`~hostcore.evidence.inputs` — the policy

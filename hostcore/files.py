@@ -15,11 +15,18 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
 
 from hostcore.errors import HostcoreError
+
+log = logging.getLogger("hostcore.files")
+T = TypeVar("T")
 
 STATE_FILE_MODE = 0o600
 STATE_DIR_MODE = 0o700
@@ -34,7 +41,9 @@ __all__ = [
     "ensure_dir",
     "file_lock",
     "fsync_dir",
+    "keep_report",
     "open_state_file",
+    "read_report",
     "remove_stale_temps",
 ]
 
@@ -259,3 +268,23 @@ def _holder_of(fd: int) -> str:
         return os.pread(fd, 200, 0).decode("utf-8", "replace").strip()
     except OSError:
         return ""
+
+
+def keep_report(path: Path, report: Any, what: str) -> None:
+    """Keep ``report`` (anything msgspec encodes) at ``path`` for another process to
+    show: atomic, but never fsynced (a report is disposable). A write that fails
+    is logged, by kind, and never raised: reporting must not fail the work it
+    reports on (a full disk, say). ``what`` names it in the log line."""
+    try:
+        atomic_write(path, msgspec.json.encode(report), durable=False)
+    except OSError as exc:
+        log.warning("could not keep %s: %s", what, type(exc).__name__)
+
+
+def read_report(path: Path, type_: type[T]) -> T | None:
+    """The report :func:`keep_report` kept at ``path``; ``None`` when there is none
+    or it cannot be read or decoded."""
+    try:
+        return msgspec.json.decode(path.read_bytes(), type=type_)
+    except (OSError, msgspec.DecodeError):
+        return None

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from hostcore.files import atomic_write
+from hostcore.files import keep_report, read_report
 from hostcore.plugin.registration import Worker, WorkerResult, availability
 
 if TYPE_CHECKING:
@@ -177,16 +177,9 @@ def drain(host: Host, budget_seconds: float, stop: threading.Event | None = None
 
 def save_last(root: Path, report: TickReport) -> None:
     """Keep ``report`` as the root's last tick (disposable: never fsynced)."""
-    try:
-        atomic_write(root / LAST_TICK_FILE, msgspec.json.encode(report), durable=False)
-    except OSError as exc:
-        # Reporting must not fail the tick it reports on (a full disk, say).
-        log.warning("could not keep the last tick's report: %s", type(exc).__name__)
+    keep_report(root / LAST_TICK_FILE, report, "the last tick's report")
 
 
 def load_last(root: Path) -> TickReport | None:
     """The last tick kept under ``root``; ``None`` when there is none or it is unreadable."""
-    try:
-        return msgspec.json.decode((root / LAST_TICK_FILE).read_bytes(), type=TickReport)
-    except (OSError, msgspec.DecodeError):
-        return None
+    return read_report(root / LAST_TICK_FILE, TickReport)

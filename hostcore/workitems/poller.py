@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 
 from hostcore.errors import RecordError
-from hostcore.files import atomic_write
+from hostcore.files import keep_report, read_report
 from hostcore.plugin.registration import availability
 from hostcore.timestamps import format_utc, parse_exact, utc_now
 from hostcore.workitems.budget import CycleBudget, applied
@@ -225,7 +225,8 @@ class Poller:
                 share = now + max(0.0, deadline - now) / (len(self.providers) - index)
             summaries.append(self.poll_provider(provider, CycleBudget(share, stop)))
         self.last = summaries
-        self._keep_last(summaries)
+        if not self.ledger.read_only:
+            keep_report(self.last_cycle_path, summaries, "the last poll cycle's summary")
         return summaries
 
     @property
@@ -234,26 +235,10 @@ class Poller:
         another process (disposable: rewritten every cycle, never fsynced)."""
         return self.ledger.directory / LAST_CYCLE_FILE
 
-    def _keep_last(self, summaries: list[PollSummary]) -> None:
-        if self.ledger.read_only:
-            return
-        try:
-            atomic_write(self.last_cycle_path, msgspec.json.encode(summaries), durable=False)
-        except OSError as exc:
-            # Reporting must not fail the cycle it reports on (a full disk, say).
-            log.warning("could not keep the last poll cycle's summary: %s",
-                        type(exc).__name__)
-
     def last_cycle(self) -> list[PollSummary]:
         """The last cycle's summaries: this process's, else those the last cycle of
         any process kept; ``[]`` when there are none or they cannot be read."""
-        if self.last:
-            return self.last
-        try:
-            return msgspec.json.decode(self.last_cycle_path.read_bytes(),
-                                       type=list[PollSummary])
-        except (OSError, msgspec.DecodeError):
-            return []
+        return self.last or read_report(self.last_cycle_path, list[PollSummary]) or []
 
     def poll_provider(self, provider: Any, budget: CycleBudget | None = None) -> PollSummary:
         """One provider's part of a cycle, within ``budget`` (default: unbounded)."""

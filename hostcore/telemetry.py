@@ -14,11 +14,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from hostcore.errors import RegistrationError, TelemetryError
+
+if TYPE_CHECKING:
+    from hostcore.plugin.registration import TelemetrySink
 
 log = logging.getLogger("hostcore.telemetry")
 
@@ -120,22 +123,15 @@ def _check_spec(spec: EventSpec, owner: str) -> None:
             )
 
 
-class Receiver(Protocol):
-    """What the dispatcher needs of a sink (the full contract is
-    :class:`~hostcore.plugin.registration.TelemetrySink`)."""
-
-    def receive(self, event: Event) -> None: ...
-
-
 class Telemetry:
     """Validates events against the catalog and hands them to every sink."""
 
-    def __init__(self, catalog: Catalog, sinks: Iterable[Receiver] = ()) -> None:
+    def __init__(self, catalog: Catalog, sinks: Iterable[TelemetrySink] = ()) -> None:
         self.catalog = catalog
-        self._sinks: list[Receiver] = list(sinks)
+        self._sinks: list[TelemetrySink] = list(sinks)
         self.sink_failures: dict[str, int] = {}
 
-    def add_sink(self, sink: Receiver) -> None:
+    def add_sink(self, sink: TelemetrySink) -> None:
         self._sinks.append(sink)
 
     def emit(self, name: str, /, **attributes: AttrValue) -> Event:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import tomllib
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -122,6 +121,10 @@ def load_config(path: Path | None, root: Path) -> Config:
         path = candidate
     elif not path.exists():
         raise ConfigError(f"{path}: config file not found")
+    # Imported only when there is a file to read: tomllib costs a cold start
+    # without one (an empty root) more than the rest of this module.
+    import tomllib
+
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:

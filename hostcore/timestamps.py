@@ -22,11 +22,13 @@ from typing import Literal
 
 Precision = Literal["seconds", "micro"]
 
-_SECONDS_SHAPE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$")
+# Patterns kept as text: re compiles each on first use and caches it, so a start
+# that never needs one (most never do) pays nothing for it.
+_SECONDS_SHAPE = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z"
 # UTC with a "Z" and up to six fraction digits, every field in range: what
 # agents write (Claude Code's ".466Z", Codex's ".123456Z"). canonical() rewrites
 # these by text alone; only a day past the 28th needs its month checked.
-_UTC_SHAPE = re.compile(
+_UTC_SHAPE = (
     r"[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])"
     r"T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?Z")
 # The same shape with days 01 to 28, which every month has, and no year 0000:
@@ -63,7 +65,7 @@ def parse(text: object) -> datetime | None:
 
 def parse_exact(text: object) -> datetime | None:
     """The moment ``text`` names if it is exactly in ``seconds`` form, else ``None``."""
-    if not isinstance(text, str) or not _SECONDS_SHAPE.match(text):
+    if not isinstance(text, str) or not re.fullmatch(_SECONDS_SHAPE, text):
         return None
     return parse(text)
 
@@ -88,7 +90,7 @@ def canonical(text: str, precision: Precision = "micro") -> str:
     """
     if precision == "micro" and (
             _COMMON_UTC_SHAPE.fullmatch(text) is not None
-            or (_UTC_SHAPE.fullmatch(text) is not None and text[:4] != "0000"
+            or (re.fullmatch(_UTC_SHAPE, text) is not None and text[:4] != "0000"
                 and _day_exists(text[:10]))):
         size = len(text)
         return text if size == _CANONICAL_LENGTH else text[:-1] + _PADDING[size]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import os
 import subprocess
 import sys
 
@@ -95,3 +97,38 @@ def test_listing_plugins_with_a_configured_gh_spawns_nothing(tmp_path):
                          text=True)
     spawned, available = json.loads(out.stdout.splitlines()[-1])
     assert available == [True] and spawned == []
+
+
+# Modules these commands have no use for on an empty root, each a millisecond or
+# more of every start: json, tomllib and dataclasses are replaced by msgspec or
+# imported where a file needs them; hashlib loads OpenSSL, and listing plugins
+# makes no digest (a status does: the policy fingerprint).
+UNUSED_ON_A_COLD_COMMAND = {
+    "status": ("json", "tomllib", "dataclasses"),
+    "plugins": ("json", "tomllib", "dataclasses", "hashlib", "_hashlib"),
+}
+
+
+def test_status_and_plugin_listing_on_an_empty_root_skip_modules_they_do_not_use(tmp_path):
+    for command, unused in UNUSED_ON_A_COLD_COMMAND.items():
+        script = (
+            "import sys\n"
+            "from hostcore.__main__ import main\n"
+            f"try:\n    main([{command!r}, '--json'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(sys.modules))\n"
+        )
+        out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
+                             text=True, env={**os.environ, "HOSTCORE_ROOT": str(tmp_path)})
+        printed, _, modules_line = out.stdout.rstrip("\n").rpartition("\n")
+        assert json.loads(printed)  # the command's own output, complete
+        loaded = set(ast.literal_eval(modules_line))
+        assert sorted(loaded.intersection(unused)) == [], command
+
+
+def test_the_identity_of_an_empty_set_is_the_digest_of_no_bytes():
+    import hashlib
+
+    from hostcore.export.ref import EMPTY_IDENTITY, identity
+
+    assert EMPTY_IDENTITY == hashlib.sha256(b"").hexdigest() == identity()
+    assert identity("a") == hashlib.sha256(b"a").hexdigest()

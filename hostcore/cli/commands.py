@@ -8,12 +8,12 @@ read-only host and create nothing under the root.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from typing import Any
 
 import click
+import msgspec
 
 from hostcore.files import remove_stale_temps
 from hostcore.host import Host
@@ -190,7 +190,7 @@ def config_command(host: Host, as_json: bool) -> None:
     for section, values in data.items():
         click.echo(f"[{section}]")
         for key, value in values.items():
-            click.echo(f"{key} = {json.dumps(value)}")
+            click.echo(f"{key} = {msgspec.json.encode(value).decode()}")
 
 
 COMMANDS = (plugins_command, run_command, status_command, config_command)

@@ -23,7 +23,6 @@ File formats are in ``docs/evidence.md``.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -34,7 +33,7 @@ import msgspec
 
 from hostcore.errors import HostcoreError
 from hostcore.evidence.paths import ancestors, normalize_dir
-from hostcore.export.ref import identity
+from hostcore.export.ref import EMPTY_IDENTITY, identity
 from hostcore.files import atomic_write, file_lock
 
 CLASS_LIST_FILE = "policy/classes.tsv"
@@ -60,6 +59,14 @@ class PolicyStateError(Exception):
 def _locked(path: Path) -> contextlib.AbstractContextManager[None]:
     """Serialise read-modify-write of one policy file across processes."""
     return file_lock(path.parent / f".{path.name}.lock")
+
+
+def _sha256_hex(data: bytes) -> str:
+    if not data:
+        return EMPTY_IDENTITY  # a missing or empty file: SHA-256 of no bytes
+    import hashlib  # here, not at the top: it loads OpenSSL (a cold start's 2-3 ms)
+
+    return hashlib.sha256(data).hexdigest()
 
 
 def _stat_key(path: Path) -> tuple[int, int, int] | None:
@@ -114,7 +121,7 @@ class ClassList:
             self._digest = None
             self._by_directory.clear()
             return "unreadable"
-        digest = hashlib.sha256(data).hexdigest()
+        digest = _sha256_hex(data)
         if digest != self._digest:
             self._digest = digest
             self._by_directory.clear()
@@ -246,7 +253,7 @@ class SyncOptOut:
     def _fail(self, error: str, data: bytes) -> None:
         self._ids = frozenset()
         self._error = error
-        self._part = "unreadable:" + hashlib.sha256(data).hexdigest()
+        self._part = "unreadable:" + _sha256_hex(data)
 
     def fingerprint_part(self) -> str:
         self._current()
@@ -316,7 +323,7 @@ class IgnoreDotfiles:
         self._own: dict[str, tuple[float, bool]] = {}
         self._verdicts: dict[str, bool] = {}
         self._checked_at: float | None = None
-        self._part = identity()
+        self._part = ""  # the first fingerprint_part() computes it
         # The directories last named, and the folders on their paths (kept between
         # re-checks: thousands of scopes change rarely).
         self._known: frozenset[str] = frozenset()

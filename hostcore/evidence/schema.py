@@ -22,7 +22,6 @@ policy's verdicts.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sqlite3
 from collections.abc import Mapping, Sequence
@@ -112,6 +111,8 @@ BUMP_PURGE_SEQ = "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key =
 def key_digest(partition: str, key: str) -> str:
     """What a purge records of a removed row's dedupe key: a one-way digest of the
     partition and the key, so neither the key nor the row stays in the file."""
+    import hashlib  # here, not at the top: it loads OpenSSL (a cold start's 2-3 ms)
+
     return hashlib.blake2b(f"{partition}\0{key}".encode(), digest_size=16).hexdigest()
 
 

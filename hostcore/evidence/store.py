@@ -30,7 +30,6 @@ Layout (see ``docs/evidence.md``)::
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sqlite3
 import threading
@@ -696,8 +695,8 @@ def _save_health(db: sqlite3.Connection, source: str, health: SourceHealth) -> N
                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (source) DO UPDATE SET skipped = "
                "excluded.skipped, failures = excluded.failures, last_error = "
                "excluded.last_error, last_error_at = excluded.last_error_at",
-               (source, json.dumps(health.skipped, sort_keys=True), health.failures,
-                health.last_error, health.last_error_at))
+               (source, msgspec.json.encode(health.skipped, order="sorted").decode(),
+                health.failures, health.last_error, health.last_error_at))
 
 
 def _decode_counts(text: str) -> dict[str, int]:
@@ -728,7 +727,7 @@ def _purge_filter(db: sqlite3.Connection, source_id: str | None, session_id: str
                   if (source_id is None or scope_source == source_id)
                   and (directory is None or within(scope_dir, directory))]
         clauses.append("scope IN (SELECT value FROM json_each(?))")
-        params.append(json.dumps(scopes))
+        params.append(msgspec.json.encode(scopes).decode())
     if session_id is not None:
         clauses.append("session_id = ?")
         params.append(session_id)

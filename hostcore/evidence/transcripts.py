@@ -29,15 +29,12 @@ reason and skipped, and never stops the lines after it.
 from __future__ import annotations
 
 import fnmatch
-import hashlib
-import json
 import logging
 import os
 import re
 import stat
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, NamedTuple
 
@@ -89,8 +86,7 @@ class TranscriptCursor(msgspec.Struct):
     files: dict[str, FileState] = msgspec.field(default_factory=dict)
 
 
-@dataclass(slots=True)
-class Line:
+class Line(msgspec.Struct):
     """One complete line: where it starts, its bytes (without the newline) or, when
     ``oversized``, only its first ``max_line_bytes`` bytes, and where it ends."""
 
@@ -100,8 +96,7 @@ class Line:
     end: int = 0  # the offset just past its newline
 
 
-@dataclass
-class ReadCounts:
+class ReadCounts(msgspec.Struct):
     """What one read saw; reported as telemetry and by ``status()``.
 
     Lines skipped, by reason: ``malformed`` (not the JSON expected),
@@ -124,7 +119,7 @@ class ReadCounts:
     missing_home: bool = False
 
     def as_attributes(self) -> dict[str, int | bool]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {name: getattr(self, name) for name in self.__struct_fields__}
 
     def skipped(self) -> dict[str, int]:
         """Lines read past without a row, by reason (the non-zero ones)."""
@@ -137,7 +132,7 @@ SKIP_REASONS = ("malformed", "oversized", "no_cwd", "unencodable", "parse_error"
 
 # The attributes of every transcript source's read event, one per ReadCounts field.
 READ_EVENT_ATTRIBUTES: dict[str, type[int] | type[bool]] = {
-    f.name: bool if f.name == "missing_home" else int for f in fields(ReadCounts)
+    name: bool if name == "missing_home" else int for name in ReadCounts.__struct_fields__
 }
 
 
@@ -167,8 +162,7 @@ class FilesRead(NamedTuple):
     changed: bool
 
 
-@dataclass
-class _Budget:
+class _Budget(msgspec.Struct):
     """What is left of one read: bytes, lines, and a deadline on the clock."""
 
     bytes: int
@@ -315,6 +309,8 @@ def _head_digest(handle: BinaryIO, size: int | str) -> str:
         size = int(size.partition(":")[0] or 0)
     handle.seek(0)
     data = handle.read(size)
+    import hashlib  # here, not at the top: it loads OpenSSL (a cold start's 2-3 ms)
+
     return f"{len(data)}:{hashlib.blake2b(data, digest_size=8).hexdigest()}"
 
 
@@ -408,7 +404,9 @@ def _within(path: str, folder: str) -> bool:
 
 
 
-_USERINFO = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@]*@")
+# Patterns kept as text: re compiles each on first use and caches it, so a start
+# that never needs one (most never do) pays nothing for it.
+_USERINFO = r"^([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@]*@"
 
 
 def strip_credentials(url: str) -> str:
@@ -417,7 +415,7 @@ def strip_credentials(url: str) -> str:
     scp-style remotes (``git@github.com:owner/repo.git``) carry no secret and are
     kept as they are.
     """
-    return _USERINFO.sub(r"\1", url.strip())
+    return re.sub(_USERINFO, r"\1", url.strip())
 
 
 class RemoteResolver:
@@ -499,9 +497,10 @@ def _linked_config(dot_git_file: Path) -> Path | None:
     return gitdir / "config"
 
 
-_SECTION = re.compile(r'^\s*\[\s*remote\s+"((?:[^"\\]|\\.)*)"\s*\]')
-_OTHER_SECTION = re.compile(r"^\s*\[")
-_URL = re.compile(r"^\s*url\s*=\s*(.*?)\s*$", re.IGNORECASE)
+# Git config lines, as text (see _USERINFO).
+_SECTION = r'\s*\[\s*remote\s+"((?:[^"\\]|\\.)*)"\s*\]'
+_OTHER_SECTION = r"\s*\["
+_URL = r"(?i)\s*url\s*=\s*(.*?)\s*$"
 
 
 def _read_origin(config: Path) -> str:
@@ -510,15 +509,15 @@ def _read_origin(config: Path) -> str:
         return ""
     in_origin = False
     for line in data.decode("utf-8", errors="replace").splitlines():
-        section = _SECTION.match(line)
+        section = re.match(_SECTION, line)
         if section:
             in_origin = section.group(1) == "origin"
             continue
-        if _OTHER_SECTION.match(line):
+        if re.match(_OTHER_SECTION, line):
             in_origin = False
             continue
         if in_origin:
-            url = _URL.match(line)
+            url = re.match(_URL, line)
             if url:
                 return strip_credentials(url.group(1).strip('"'))
     return ""
@@ -630,6 +629,8 @@ def _drop_unencodable(context: dict[str, str]) -> bool:
 
 def line_key(session: str, line: Line) -> str:
     """A dedupe key for a line without an id of its own: session and content digest."""
+    import hashlib  # here, not at the top: it loads OpenSSL (a cold start's 2-3 ms)
+
     return f"{session}:{hashlib.blake2b(line.data, digest_size=12).hexdigest()}"
 
 
@@ -641,7 +642,7 @@ def json_string_field(prefix: bytes, field: str) -> str | None:
     if found is None:
         return None
     try:
-        value = json.loads(b'"' + found.group(1) + b'"')
-    except ValueError:
+        value = msgspec.json.decode(b'"' + found.group(1) + b'"')
+    except msgspec.DecodeError:
         return None
     return value if isinstance(value, str) else None

@@ -22,7 +22,6 @@ and a missing one decodes as that zero value.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
@@ -43,6 +42,8 @@ ABSENT = "(absent)"
 # The governance components, in the order every report lists them.
 GOVERNANCE: tuple[str, ...] = ("context", "terms", "decisions")
 COMPONENTS: tuple[str, ...] = ("content", *GOVERNANCE)
+# SHA-256 of no bytes: the identity of an empty set (``identity()``).
+EMPTY_IDENTITY = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -174,7 +175,12 @@ def identity(*fields: str) -> str:
     for field in fields:
         if "\0" in field:
             raise ValueError(f"identity field {field[:80]!r} contains NUL, the field separator")
-    return hashlib.sha256("\0".join(fields).encode("utf-8")).hexdigest()
+    text = "\0".join(fields)
+    if not text:
+        return EMPTY_IDENTITY  # the common empty set, without loading hashlib
+    import hashlib  # here, not at the top: it loads OpenSSL (a cold start's 2-3 ms)
+
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def fold(members: Mapping[str, str]) -> str:
@@ -186,6 +192,8 @@ def fold(members: Mapping[str, str]) -> str:
     containing NUL or LF would let two different sets fold alike, so it raises
     ``ValueError``.
     """
+    import hashlib  # here, not at the top: it loads OpenSSL (a cold start's 2-3 ms)
+
     digest = hashlib.sha256()
     for name in sorted(members):
         member = members[name]

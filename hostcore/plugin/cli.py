@@ -22,7 +22,6 @@ The Host is built on first use, so ``--help`` works even with a bad config.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import threading
@@ -105,13 +104,23 @@ def json_option(f: F) -> F:
 
 
 def emit_json(data: Any) -> None:
-    """Print ``data`` (Structs, dicts, lists) as indented JSON with sorted keys."""
-    click.echo(json.dumps(msgspec.to_builtins(data), indent=2, sort_keys=True))
+    """Print ``data`` (Structs, dicts, lists) as indented JSON with sorted keys; text
+    outside ASCII is escaped (``\\u00e9``), so any terminal encoding can print it."""
+    text = msgspec.json.format(msgspec.json.encode(data, order="sorted"), indent=2).decode()
+    click.echo(text if text.isascii() else _stdlib_json(data, indent=2))
 
 
 def emit_json_line(data: Any) -> None:
     """Print ``data`` as one line of JSON (JSON Lines, for streams of reports)."""
-    click.echo(json.dumps(msgspec.to_builtins(data), sort_keys=True))
+    click.echo(_stdlib_json(data))
+
+
+def _stdlib_json(data: Any, *, indent: int | None = None) -> str:
+    # The json module costs a cold start a millisecond and a half; the common
+    # outputs (status, plugins) are written by msgspec and never import it.
+    import json
+
+    return json.dumps(msgspec.to_builtins(data), indent=indent, sort_keys=True)
 
 
 def print_table(rows: Iterable[Sequence[Any]], headers: Sequence[str]) -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import msgspec
@@ -143,8 +142,7 @@ class Destination(Protocol):
 Registered = Source | Provider | PolicyInput | TelemetrySink | Worker | Destination
 
 
-@dataclass(frozen=True)
-class Kind:
+class Kind(msgspec.Struct, frozen=True):
     """A registration kind: the hook that returns it and what each object must have."""
 
     key: str

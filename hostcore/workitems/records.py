@@ -9,7 +9,6 @@ text in ``seconds`` form; one that does not parse is read as "long ago".
 
 from __future__ import annotations
 
-import hashlib
 import re
 from typing import Any, Protocol, TypeVar
 
@@ -172,6 +171,8 @@ def slug_for(ref: str) -> str:
     dot, so never ``..``), cut to :data:`SLUG_PREFIX_LENGTH`, then a hash of the
     exact ref. Two refs differing in any way, case included, get different slugs.
     """
+    import hashlib  # here, not at the top: it loads OpenSSL (a cold start's 2-3 ms)
+
     digest = hashlib.sha256(ref.encode("utf-8", "surrogatepass")).hexdigest()
     prefix = re.sub(r"[^A-Za-z0-9_-]+", "_", ref)[:SLUG_PREFIX_LENGTH].strip("_-")
     return f"{prefix or 'ref'}-{digest[:SLUG_HASH_LENGTH]}"

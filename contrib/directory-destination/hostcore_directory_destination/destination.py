@@ -51,7 +51,6 @@ import os
 import re
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
@@ -96,8 +95,7 @@ class _Position(msgspec.Struct, array_like=True):
 _row_decoder = msgspec.json.Decoder(ExportRow)
 
 
-@dataclass
-class Recovery:
+class Recovery(msgspec.Struct):
     """What opening an origin's tail found (counts for telemetry and benchmarks)."""
 
     bytes_read: int = 0
@@ -105,12 +103,11 @@ class Recovery:
     segments_dropped: int = 0
 
 
-@dataclass
-class _Tail:
+class _Tail(msgspec.Struct):
     segment: Path | None = None
     size: int = 0
     position: int = 0
-    recovery: Recovery = field(default_factory=Recovery)
+    recovery: Recovery = msgspec.field(default_factory=Recovery)
 
 
 class DirectoryDestination:

@@ -34,9 +34,10 @@ KINDS = (
 # SQLSTATEs of a refused login: invalid_password, invalid_authorization_specification.
 _CREDENTIAL_STATES = ("28P01", "28000")
 _RESUMES = "; the next run resumes from what the database holds"
-_MISSING_DATABASE = re.compile(r'database "[^"]*" does not exist')
-_CREDENTIALS = re.compile(r"password|authentication|no pg_hba\.conf entry|"
-                          r'role "[^"]*" does not exist')
+# Kept as text: compiled (and cached by re) only when a failure is classified.
+_MISSING_DATABASE = r'database "[^"]*" does not exist'
+_CREDENTIALS = (r"password|authentication|no pg_hba\.conf entry|"
+                r'role "[^"]*" does not exist')
 
 
 class PostgresDestinationError(HostcoreError):
@@ -62,10 +63,10 @@ def explain_connect(exc: psycopg.Error) -> PostgresDestinationError:
     its (English) text; any other text still reads right as "cannot connect".
     """
     said = server_said(exc)
-    if exc.sqlstate == "3D000" or _MISSING_DATABASE.search(said):
+    if exc.sqlstate == "3D000" or re.search(_MISSING_DATABASE, said):
         return PostgresDestinationError("missing_database", f"the server has no such database "
                                         f"({said}); create it or fix the dsn")
-    if exc.sqlstate in _CREDENTIAL_STATES or _CREDENTIALS.search(said):
+    if exc.sqlstate in _CREDENTIAL_STATES or re.search(_CREDENTIALS, said):
         return PostgresDestinationError(
             "credentials", f"the server refused the login ({said}); check the role and its "
             "password (.pgpass, PGPASSWORD or PGPASSFILE)")

@@ -21,7 +21,6 @@ refused, never written.
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, LiteralString, NoReturn
@@ -242,5 +241,7 @@ def _altered(schema: str, table: str, what: str) -> NoReturn:
 
 def _lock_key(schema: str) -> int:
     """The advisory lock serialising creators of one schema: a signed 64-bit key."""
+    import hashlib  # here, not at the top: it loads OpenSSL (a cold start's 2-3 ms)
+
     digest = hashlib.sha256(f"hostcore-postgres:{schema}".encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)

@@ -10,9 +10,8 @@ This module only reads folders; it knows nothing of hostcore.
 from __future__ import annotations
 
 import re
-import tomllib
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 SUFFIX = ".toml"
 STATES = ("open", "done", "dropped")
@@ -23,8 +22,7 @@ class TaskFileError(Exception):
     """A task file (or its folder) cannot be read or does not describe a task."""
 
 
-@dataclass(frozen=True)
-class Task:
+class Task(NamedTuple):
     id: str
     title: str
     state: str
@@ -38,6 +36,9 @@ def valid_id(task_id: str) -> bool:
 
 def read_task(path: Path) -> Task:
     """The task in ``path``; :class:`TaskFileError` naming the file if it is not one."""
+    # Imported on first read: listing plugins never reads a task.
+    import tomllib
+
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

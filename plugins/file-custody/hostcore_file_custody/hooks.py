@@ -8,13 +8,13 @@ writer at that instant; production sweeps leave them unset.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+
+import msgspec
 
 Hook = Callable[[str], None] | None
 
 
-@dataclass(frozen=True)
-class SweepHooks:
+class SweepHooks(msgspec.Struct, frozen=True, kw_only=True):
     """Callbacks at the sweep's interleaving points (each takes an instance or a path).
 
     * ``after_snapshot(directory)``: the directory scans are done.

@@ -92,11 +92,13 @@ RATE_LIMIT_FILE = "rate-limit.json"
 
 _OWNER = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})"
 _REPO = r"[A-Za-z0-9._-]{1,100}"
-_SCOPE_RE = re.compile(rf"^({_OWNER})/({_REPO})$")
-_REF_RE = re.compile(rf"^({_OWNER})/({_REPO})#([1-9][0-9]{{0,18}})$")
-_NEXT_RE = re.compile(r'<[^>]*>\s*;\s*rel="?next"?')
-_API_REPO_RE = re.compile(r"/repos/([^/?#]+)/([^/?#]+)/?$")
-_HTML_REPO_RE = re.compile(r"^https?://[^/]+/([^/?#]+)/([^/?#]+)/(?:issues|pull)/[0-9]+/?$")
+# Patterns kept as text: re compiles each on first use and caches it, so a start
+# that asks GitHub nothing pays nothing for them.
+_SCOPE_RE = rf"({_OWNER})/({_REPO})"
+_REF_RE = rf"({_OWNER})/({_REPO})#([1-9][0-9]{{0,18}})"
+_NEXT_RE = r'<[^>]*>\s*;\s*rel="?next"?'
+_API_REPO_RE = r"/repos/([^/?#]+)/([^/?#]+)/?$"
+_HTML_REPO_RE = r"^https?://[^/]+/([^/?#]+)/([^/?#]+)/(?:issues|pull)/[0-9]+/?$"
 _LOGIN_HINT = "run `gh auth login` (or set GH_TOKEN) with access to it"
 
 
@@ -115,7 +117,7 @@ class RateLimitWait(msgspec.Struct):
 
 def parse_scope(text: str) -> str:
     """``owner/repo`` lower-cased; :class:`ValueError` naming ``text`` otherwise."""
-    match = _SCOPE_RE.match(text)
+    match = re.fullmatch(_SCOPE_RE, text)
     if match is None or match.group(2) in (".", ".."):
         raise ValueError(f"{text!r} is not an owner/repo name")
     return text.lower()
@@ -254,7 +256,7 @@ class GhProvider:
                 last = issues[-1].get("updated_at")
                 marker = last if isinstance(last, str) and parse_exact(last) else ""
             link = response.headers.get("link")
-            if not (bool(_NEXT_RE.search(link)) if link is not None
+            if not (bool(re.search(_NEXT_RE, link)) if link is not None
                     else len(issues) >= PER_PAGE):
                 return
         raise _ScopeStop("interrupted", f"listing {scope} stopped after {self.max_pages} "
@@ -502,7 +504,7 @@ def _why_spent(budget: CycleBudget) -> str:
 
 
 def _parse_ref(text: str) -> tuple[str, int] | None:
-    match = _REF_RE.match(text)
+    match = re.fullmatch(_REF_RE, text)
     if match is None or match.group(2) in (".", ".."):
         return None
     number = int(match.group(3))
@@ -526,7 +528,7 @@ def _repository_of(issue: dict[str, Any]) -> str | None:
     ``html_url``), lower-cased; ``None`` when it names none."""
     for key, pattern in (("repository_url", _API_REPO_RE), ("html_url", _HTML_REPO_RE)):
         value = issue.get(key)
-        match = pattern.search(value) if isinstance(value, str) else None
+        match = re.search(pattern, value) if isinstance(value, str) else None
         if match is not None:
             try:
                 return parse_scope(f"{match.group(1)}/{match.group(2)}")

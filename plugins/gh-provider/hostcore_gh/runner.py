@@ -28,7 +28,6 @@ This module is shared: the GitHub capture plugin imports it and never runs
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import threading
@@ -103,7 +102,7 @@ class GhResponse(msgspec.Struct):
     def json(self) -> Any:
         """The body parsed as JSON; :class:`GhProtocolError` if it is not JSON."""
         try:
-            return json.loads(self.body)
+            return msgspec.json.decode(self.body)
         except (ValueError, UnicodeDecodeError) as exc:
             raise GhProtocolError(
                 f"HTTP {self.status} response body is not JSON: {exc}"
@@ -157,7 +156,7 @@ class GhResponse(msgspec.Struct):
     def message(self) -> str:
         """GitHub's ``message`` field when the body has one, else a short reason."""
         try:
-            data = json.loads(self.body)
+            data = msgspec.json.decode(self.body)
         except (ValueError, UnicodeDecodeError):
             data = None
         if isinstance(data, dict) and isinstance(data.get("message"), str):

@@ -23,21 +23,23 @@ from urllib.parse import urlsplit
 GITHUB_HOSTS = frozenset({"github.com", "www.github.com", "ssh.github.com"})
 _URL_SCHEMES = frozenset({"https", "http", "ssh", "git", "git+ssh", "ssh+git"})
 
+# Patterns kept as text: re compiles each on first use and caches it, so a start
+# that reads no remote pays nothing for them.
 # user@host:path, the scp-like syntax git accepts when there is no "://".
-_SCP = re.compile(r"^(?:[^@/:]+@)?(?P<host>[^/:@]+):(?P<path>.+)$")
+_SCP = r"(?:[^@/:]+@)?(?P<host>[^/:@]+):(?P<path>.+)"
 # The forms nearly every remote takes, matched without urlsplit (a pass meets
 # thousands of distinct remotes); anything else goes through the full parser.
 # Only text both parsers read alike may match here: plain ASCII user info, a
 # port of at most four digits (always in range), path segments made of the
 # characters a key may hold. A query, a fragment, a longer port, a tab urlsplit
 # would drop: all of it goes to the full parser, so the two never disagree.
-_COMMON = re.compile(
-    r"^(?:(?:https?|ssh|git)://(?:[A-Za-z0-9._~%!$&'()*+,;=:-]+@)?(?:www\.|ssh\.)?"
+_COMMON = (
+    r"(?i)(?:(?:https?|ssh|git)://(?:[A-Za-z0-9._~%!$&'()*+,;=:-]+@)?(?:www\.|ssh\.)?"
     r"github\.com(?::[0-9]{1,4})?/"
     r"|(?:git@)?github\.com:/?)"
-    r"(?P<path>[A-Za-z0-9._-]+/[A-Za-z0-9._-]+?)/?$", re.IGNORECASE)
-_OWNER = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,38})$")
-_REPO = re.compile(r"^[a-z0-9._-]{1,100}$")
+    r"(?P<path>[A-Za-z0-9._-]+/[A-Za-z0-9._-]+?)/?")
+_OWNER = r"[a-z0-9](?:[a-z0-9-]{0,38})"
+_REPO = r"[a-z0-9._-]{1,100}"
 
 # Verdicts kept by KeyReducer before it starts over: consecutive rows mostly
 # repeat a handful of remotes, so a small cache serves nearly every lookup while
@@ -50,7 +52,7 @@ def repo_key(remote: str) -> str | None:
     text = remote.strip()
     if not text:
         return None
-    common = _COMMON.match(text)
+    common = re.fullmatch(_COMMON, text)
     if common is not None:
         return _path_key(common.group("path"))
     return parse_remote(text)
@@ -69,7 +71,7 @@ def parse_remote(text: str) -> str | None:
             return None
         path = parts.path
     else:
-        match = _SCP.match(text)
+        match = re.fullmatch(_SCP, text)
         if match is None:
             return None
         host, path = match.group("host"), match.group("path")
@@ -86,7 +88,7 @@ def _path_key(path: str) -> str | None:
     if len(segments) != 2:
         return None
     owner, repo = segments
-    if not _OWNER.match(owner) or not _REPO.match(repo) or repo in {".", ".."}:
+    if not re.fullmatch(_OWNER, owner) or not re.fullmatch(_REPO, repo) or repo in {".", ".."}:
         return None
     return f"{owner}/{repo}"
 

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,7 @@ from hostcore.telemetry import EventSpec
 if TYPE_CHECKING:
     import click
 
+    from hostcore.evidence.store import Appended
     from hostcore.host import Host
 
 log = logging.getLogger("hostcore.evidence")
@@ -65,6 +67,9 @@ EVENTS = (
 # How long one ingest step keeps reading batches before it hands the tick on
 # and reports the rest as pending (seconds).
 INGEST_SLICE_SECONDS = 2.0
+# The interpreter's thread switch interval while a batch is stored behind the
+# reading of the next (seconds; see _Handover).
+STORE_SWITCH_INTERVAL = 0.0002
 
 
 @hookimpl
@@ -109,6 +114,12 @@ class IngestWorker:
     refuses, is skipped with its cursor unmoved, its failure is kept in the
     store (``hostcore status`` shows it), and once every other source had its
     turn the step fails naming it, so the exit status of ``run --once`` tells.
+
+    A batch with rows is stored on a thread of its own while the next batch is
+    read (SQLite inserts a batch in one call, during which Python runs on), so
+    a backlog costs about the longer of reading and storing, not their sum.
+    Each batch is still one transaction with its cursor, stored in the order
+    read; a batch read after one of its source's batches failed is dropped.
     """
 
     name = "ingest"
@@ -129,59 +140,20 @@ class IngestWorker:
             else:
                 ready.append(source)
         counts["sources"] = len(ready)
-        failed: dict[str, str] = {}
         deadline = self._clock() + self.slice_seconds
-        while ready:
-            again = []
-            for source in ready:
-                more = self._read_once(host, source, counts, failed)
-                if more:
-                    again.append(source)
-            ready = again
-            if self._clock() >= deadline:
-                break
-        pending = bool(ready)
+        with _Handover(host, counts, {s.name: host.store.source_cursor(s.name) for s in ready}
+                       ) as handover:
+            while ready:
+                ready = [source for source in ready if handover.read_once(source)]
+                if self._clock() >= deadline:
+                    break
+        failed = handover.failed
+        pending = any(source.name not in failed for source in ready)
         host.emit("evidence.ingested", more=pending, **counts)
         if failed:
             raise SourcesFailed(f"{len(failed)} source(s) failed and were skipped: " + ", ".join(
                 f"{name!r} ({kind})" for name, kind in sorted(failed.items())))
         return WorkerResult(pending=pending, counts=counts)
-
-    def _read_once(self, host: Host, source: Source, counts: dict[str, int],
-                   failed: dict[str, str]) -> bool:
-        """Read and store one batch of ``source``; True when it has more ready now."""
-        store = host.store
-        cursor = store.source_cursor(source.name)
-        try:
-            batch = source.read(cursor)
-        except Exception as exc:
-            self._failed(host, counts, failed, source.name, "raised", exc)
-            return False
-        try:
-            if not isinstance(batch, SourceBatch):
-                batch = convert(batch, SourceBatch, what=f"source {source.name!r} batch")
-            outcome = store.ingest(source.name, batch, previous=cursor)
-        except (RecordError, TypeError, ValueError) as exc:
-            # The batch, not the store, is at fault (a StoreError says the store
-            # cannot be used: that fails the whole step).
-            self._failed(host, counts, failed, source.name, "bad_batch", exc)
-            return False
-        counts["rows"] += outcome.inserted
-        counts["lines_skipped"] += sum(batch.skipped.values()) + sum(outcome.rejected.values())
-        if host.progress is not None:
-            host.progress(f"ingest: {counts['rows']:,} rows so far")
-        return batch.more
-
-    def _failed(self, host: Host, counts: dict[str, int], failed: dict[str, str], name: str,
-                reason: str, exc: Exception) -> None:
-        counts["failed"] += 1
-        kind = f"{reason}: {type(exc).__name__}"
-        failed[name] = kind
-        # The message can carry a path: its kind at warning, the rest at debug.
-        log.warning("source %r failed and was skipped this tick: %s", name, kind)
-        log.debug("source %r failed", name, exc_info=True)
-        host.emit("evidence.source_failed", reason=reason)
-        host.store.record_failure(name, kind)
 
     def status(self) -> dict[str, Any]:
         """Per source: lines skipped by reason, failures in a row, the last failure's
@@ -197,6 +169,108 @@ class IngestWorker:
             sources[name].setdefault("skipped", {})
             sources[name].setdefault("failures", 0)
         return {"sources": sources}
+
+
+class _Handover:
+    """One ingest step's batches on their way into the store: each is handed over
+    once read, and stored (on a thread of its own when it has rows) while the next
+    is read. Leaving the ``with`` block waits for the last one."""
+
+    def __init__(self, host: Host, counts: dict[str, int],
+                 cursors: dict[str, str | None]) -> None:
+        self._host = host
+        self._counts = counts
+        # Each source's cursor after its last batch handed over (stored, or being stored).
+        self._cursors = cursors
+        # Sources that failed this step, with the kind of failure.
+        self.failed: dict[str, str] = {}
+        self._writer: Any = None  # a ThreadPoolExecutor, made for the first batch with rows
+        self._switch_interval = 0.0  # the interpreter's, restored when the writer is done
+        self._in_flight: tuple[str, SourceBatch, Any] | None = None
+
+    def __enter__(self) -> _Handover:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        try:
+            if exc_info[0] is None:
+                self._finish()
+        finally:
+            if self._writer is not None:
+                self._writer.shutdown(wait=True)  # a batch in flight commits or fails whole
+                sys.setswitchinterval(self._switch_interval)
+
+    def read_once(self, source: Source) -> bool:
+        """Read one batch of ``source`` and hand it over; True when it has more ready."""
+        name = source.name
+        if name in self.failed:
+            return False
+        try:
+            batch = source.read(self._cursors[name])
+        except Exception as exc:
+            self._fail(name, "raised", exc)
+            return False
+        try:
+            if not isinstance(batch, SourceBatch):
+                batch = convert(batch, SourceBatch, what=f"source {name!r} batch")
+        except (RecordError, TypeError, ValueError) as exc:
+            self._fail(name, "bad_batch", exc)
+            return False
+        self._finish()
+        if name in self.failed:
+            return False  # read after a batch of its own that failed: dropped
+        previous, self._cursors[name] = self._cursors[name], batch.cursor
+        store = self._host.store
+        if not batch.rows:
+            self._stored(name, batch, lambda: store.ingest(name, batch, previous=previous))
+            return batch.more
+        if self._writer is None:
+            # Loaded for a step that has rows to store: an idle tick never needs it.
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._writer = ThreadPoolExecutor(1, thread_name_prefix="hostcore-ingest")
+            # The writer takes the GIL back after each call into SQLite; at the
+            # default 5 ms a thread waits for it, a transaction's dozen short
+            # statements would wait longer than its insert takes.
+            self._switch_interval = sys.getswitchinterval()
+            sys.setswitchinterval(min(self._switch_interval, STORE_SWITCH_INTERVAL))
+        self._in_flight = (name, batch, self._writer.submit(
+            store.ingest, name, batch, previous=previous))
+        return batch.more
+
+    def _finish(self) -> None:
+        """Wait for the batch in flight, if any, and count what it stored."""
+        if self._in_flight is None:
+            return
+        name, batch, future = self._in_flight
+        self._in_flight = None
+        self._stored(name, batch, future.result)
+
+    def _stored(self, name: str, batch: SourceBatch, store: Callable[[], Appended]) -> None:
+        try:
+            outcome = store()
+        except (RecordError, TypeError, ValueError) as exc:
+            # The batch, not the store, is at fault (a StoreError says the store
+            # cannot be used: that fails the whole step).
+            self._fail(name, "bad_batch", exc)
+            return
+        counts = self._counts
+        counts["rows"] += outcome.inserted
+        counts["lines_skipped"] += sum(batch.skipped.values()) + sum(outcome.rejected.values())
+        if self._host.progress is not None:
+            self._host.progress(f"ingest: {counts['rows']:,} rows so far")
+
+    def _fail(self, name: str, reason: str, exc: Exception) -> None:
+        self._finish()  # the store is written in order: the batch in flight first
+        host = self._host
+        self._counts["failed"] += 1
+        kind = f"{reason}: {type(exc).__name__}"
+        self.failed[name] = kind
+        # The message can carry a path: its kind at warning, the rest at debug.
+        log.warning("source %r failed and was skipped this tick: %s", name, kind)
+        log.debug("source %r failed", name, exc_info=exc)
+        host.emit("evidence.source_failed", reason=reason)
+        host.store.record_failure(name, kind)
 
 
 @hookimpl

@@ -88,6 +88,13 @@ PAGE_SIZE = 16_384
 
 INSERT = ("INSERT INTO evidence (part, scope, session_id, ts, git_remote, payload, key) "
            "VALUES (?, ?, ?, ?, ?, ?, ?)")
+# The same for a JSON list of rows (each a list of those seven values), in list
+# order: one statement, so SQLite does all of its work in one call, during which
+# Python's other threads run (the ingest worker reads the next batch meanwhile).
+# A text holding NUL would come back cut short: such rows never take this way.
+INSERT_JSON = ("INSERT INTO evidence (part, scope, session_id, ts, git_remote, payload, key) "
+               "SELECT " + ", ".join(f"json_extract(value, '$[{n}]')" for n in range(7))
+               + " FROM json_each(?)")
 # A tuple seen for the first time gets the next id; a known one counts the new rows.
 COUNT_TUPLE = ("INSERT INTO tuples (part, scope, git_remote, rows) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT (part, scope, git_remote) DO UPDATE SET rows = rows + excluded.rows")

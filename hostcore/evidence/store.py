@@ -58,6 +58,10 @@ STORE_FILE_NAME = "store.sqlite3"
 WRITER_CACHE_KIB = 64 * 1024
 
 _payload_encoder = msgspec.json.Encoder()
+# Rows per insert statement (see schema.INSERT_JSON): bounds the text one holds.
+INSERT_CHUNK_ROWS = 10_000
+# How msgspec writes a NUL inside a text, which json_extract would cut the text at.
+_ESCAPED_NUL = b"\\u0000"
 # (partition id, scope id, git remote): what the tuples table counts rows by.
 TupleKey = tuple[int, int, str]
 _json_list = msgspec.json.Encoder()
@@ -295,8 +299,9 @@ class Store:
 
     def _insert_at_once(self, db: sqlite3.Connection,
                         rows: list[EvidenceRow]) -> dict[TupleKey, int] | None:
-        """The common case, in one ``executemany``: every row new and storable.
-        Returns the rows inserted per tuple, in the order tuples first appear.
+        """The common case, every row new and storable, inserted by one statement per
+        :data:`INSERT_CHUNK_ROWS` rows. Returns the rows inserted per tuple, in the
+        order tuples first appear.
 
         Returns None, having inserted nothing, when a row's key is already stored
         or repeats in the batch (the unique index refuses it) or a value cannot
@@ -317,8 +322,12 @@ class Store:
                          or self._scope_id(db, row.directory, row.source_id))
                 if part is None or scope is None:
                     return None
-                key, remote = row.key, row.git_remote
-                prepared.append((part, scope, row.session_id, canonical(row.ts), remote,
+                session, remote, key = row.session_id, row.git_remote, row.key
+                # JSON would carry any type into a text column: only plain text here.
+                if type(session) is not str or type(remote) is not str or not (
+                        key is None or type(key) is str):
+                    return None
+                prepared.append((part, scope, session, canonical(row.ts), remote,
                                  encode(row.payload).decode(), key))
                 found = (part, scope, remote)
                 tuples[found] = tuples_get(found, 0) + 1
@@ -330,13 +339,17 @@ class Store:
                     prepared = [values for values, digest in zip(prepared, _digest_per_row(
                         rows, digests), strict=True) if digest not in gone]
                     tuples = _tuples_of(prepared)
+            chunks = [_json_list.encode(prepared[start:start + INSERT_CHUNK_ROWS])
+                      for start in range(0, len(prepared), INSERT_CHUNK_ROWS)]
         except (TypeError, ValueError, UnicodeEncodeError, OverflowError):
             return None
+        if any(_ESCAPED_NUL in chunk for chunk in chunks):
+            return None  # a NUL somewhere (or the text \u0000 in a payload): row by row
         db.execute("SAVEPOINT batch")
         try:
-            db.executemany(schema.INSERT, prepared)
-        except (sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.ProgrammingError,
-                UnicodeEncodeError, OverflowError, ValueError):
+            for chunk in chunks:
+                db.execute(schema.INSERT_JSON, (chunk,))
+        except sqlite3.IntegrityError:
             db.execute("ROLLBACK TO batch")  # positions too: none is used up
             db.execute("RELEASE batch")
             return None

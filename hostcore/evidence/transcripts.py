@@ -53,7 +53,7 @@ MAX_LINE_BYTES = 1 << 20
 # The most bytes, lines and seconds one read() spends before reporting more. The
 # lines bound the rows of a batch, which is one transaction and held in memory.
 READ_BUDGET_BYTES = 64 << 20
-READ_BUDGET_LINES = 20_000
+READ_BUDGET_LINES = 5_000
 READ_BUDGET_SECONDS = 1.0
 # How long a directory's resolved git remote is trusted (seconds).
 REMOTE_TTL_SECONDS = 300.0

@@ -160,6 +160,7 @@ class FilesRead(NamedTuple):
     cursor: TranscriptCursor
     more: bool
     changed: bool
+    stopped_at: str | None = None  # with ``more``: the file a budget stopped in
 
 
 class _Budget(msgspec.Struct):
@@ -193,20 +194,25 @@ class JsonlFiles:
         self._clock = clock
 
     def read(self, files: Iterable[tuple[str, str | Path]], cursor: TranscriptCursor,
-             handle_line: LineHandler, counts: ReadCounts) -> FilesRead:
+             handle_line: LineHandler, counts: ReadCounts, *,
+             resume_at: str | None = None) -> FilesRead:
         """Call ``handle_line(name, line, state)`` for every new complete line.
 
-        ``files`` are ``(name, path)`` pairs; ``name`` keys the cursor. Returns the
-        new cursor, whether a budget stopped the read early, and whether anything
-        changed (a file was read, appeared, went or was replaced).
+        ``files`` are ``(name, path)`` pairs, sorted by name; ``name`` keys the
+        cursor. Files named before ``resume_at`` keep their state unlooked-at (a
+        read that goes on where a budget stopped the last one, over the same
+        files). Returns the new cursor, whether a budget stopped the read early
+        (and in which file), and whether anything changed (a file was read,
+        appeared, went or was replaced).
         """
         budget = _Budget(self.budget_bytes, self.budget_lines,
                          self._clock() + self.budget_seconds, self._clock)
         seen: dict[str, FileState] = {}
         more = changed = False
+        stopped_at = None
         for name, path in files:
             previous = cursor.files.get(name)
-            if more:
+            if more or (resume_at is not None and name < resume_at):
                 if previous is not None:
                     seen[name] = previous
                 continue
@@ -235,8 +241,10 @@ class JsonlFiles:
                 seen[name] = previous if previous is not None else state
                 continue
             more = budget.spent()
+            if more:
+                stopped_at = name
         changed = changed or len(seen) != len(cursor.files)
-        return FilesRead(TranscriptCursor(files=seen), more, changed)
+        return FilesRead(TranscriptCursor(files=seen), more, changed, stopped_at)
 
     def _read_lines(self, handle: BinaryIO, name: str, state: FileState, budget: _Budget,
                     handle_line: LineHandler) -> int:
@@ -244,32 +252,40 @@ class JsonlFiles:
         lasts, moving ``state.offset`` past it; stops before a last line still being
         written (no newline yet). Returns how many lines it handed over.
 
-        One plain loop, the budget kept in locals: this runs once per line read.
+        Reads blocks of ``max_line_bytes + 1`` bytes and splits them at newlines (a
+        line is never read whole when it is longer), so a block ending inside a
+        line is the only part read twice. The budget is kept in locals: this runs
+        once per line read.
         """
-        handle.seek(state.offset)
         limit = self.max_line_bytes
-        readline = handle.readline
         start = state.offset
         left_bytes, left_lines = budget.bytes, budget.lines
         try:
             while left_bytes > 0 and left_lines > 0:
-                data = readline(limit + 1)
-                if data[-1:] == b"\n":
-                    end = start + len(data)
-                    line = Line(start, data[:-1], False, end)
-                elif len(data) <= limit:
-                    break  # end of file inside a line: wait for its newline
-                else:
-                    if not _skip_rest(readline):
+                handle.seek(start)
+                lines = handle.read(limit + 1).split(b"\n")
+                rest = lines.pop()  # after the block's last newline: a line not ended in it
+                if not lines:  # no newline in the block
+                    if len(rest) <= limit:
+                        break  # end of file inside a line: wait for its newline
+                    if not _skip_rest(handle.readline):
                         break  # an oversized line still being written
                     end = handle.tell()
-                    line = Line(start, data[:limit], True, end)
-                left_bytes -= end - start
-                left_lines -= 1
-                handle_line(name, line, state)
-                start = end
-                if left_lines % _CLOCK_EVERY == 0 and budget.clock() >= budget.deadline:
-                    break
+                    left_bytes -= end - start
+                    left_lines -= 1
+                    handle_line(name, Line(start, rest[:limit], True, end), state)
+                    start = end
+                    continue
+                for data in lines:
+                    end = start + len(data) + 1
+                    left_bytes -= end - start
+                    left_lines -= 1
+                    handle_line(name, Line(start, data, False, end), state)
+                    start = end
+                    if left_bytes <= 0 or left_lines <= 0 or (
+                            left_lines % _CLOCK_EVERY == 0
+                            and budget.clock() >= budget.deadline):
+                        return budget.lines - left_lines
         finally:
             state.offset = start
             read = budget.lines - left_lines
@@ -559,10 +575,7 @@ class TranscriptSource:
         self._emit = emit
         self._files = files or JsonlFiles()
         self._remote_memo: dict[str, str] = {}
-        # The last cursor handed out by a read that changed nothing, decoded: an
-        # idle tick then skips decoding it again. A read that changed something
-        # mutated the decoded states, so the cache is dropped then.
-        self._unchanged: tuple[str, TranscriptCursor] | None = None
+        self._last: _Handed | None = None
 
     def read(self, cursor: str | None) -> SourceBatch:
         """New rows since ``cursor`` and the cursor to persist with them."""
@@ -588,19 +601,25 @@ class TranscriptSource:
             if row is not None:
                 rows.append(row)
 
-        files = list_files(self.folder, self.patterns, counts,
-                           follow_symlinks=self.follow_symlinks)
-        cached = self._unchanged
-        self._unchanged = None
-        known = cached[1] if cached is not None and cached[0] == cursor else None
-        done = self._files.read(files, known or decode_cursor(cursor), handle, counts)
+        last, self._last = self._last, None
+        going_on = last if last is not None and last.cursor == cursor else None
+        if going_on is not None and going_on.files is not None:
+            files = going_on.files
+            counts.outside, counts.unreadable = going_on.listed
+        else:
+            files = list_files(self.folder, self.patterns, counts,
+                               follow_symlinks=self.follow_symlinks)
+        listed = (counts.outside, counts.unreadable)
+        done = self._files.read(
+            files, going_on.decoded if going_on is not None else decode_cursor(cursor),
+            handle, counts, resume_at=going_on.stopped_at if going_on is not None else None)
         counts.rows = len(rows)
         self._emit(self._event, **counts.as_attributes())
-        if done.changed or not cursor:
-            return SourceBatch(rows, encode_cursor(done.cursor), done.more, counts.skipped())
-        # Nothing changed: hand the cursor back as it came, not encoded again.
-        self._unchanged = (cursor, done.cursor)
-        return SourceBatch(rows, cursor, done.more, counts.skipped())
+        # Nothing changed: the cursor goes back as it came, not encoded again.
+        handed = encode_cursor(done.cursor) if done.changed or not cursor else cursor
+        self._last = _Handed(handed, done.cursor, files if done.more else None,
+                             done.stopped_at, listed)
+        return SourceBatch(rows, handed, done.more, counts.skipped())
 
     def remote_of(self, directory: str) -> str:
         """``directory``'s origin remote, asked of :attr:`remotes` once per read."""
@@ -612,6 +631,20 @@ class TranscriptSource:
     def status(self) -> dict[str, int | bool]:
         """The last read's counts."""
         return {f"last_{key}": value for key, value in self.counts.as_attributes().items()}
+
+
+class _Handed(NamedTuple):
+    """The cursor a source's last read handed out, and what the next read from it
+    can reuse: the cursor decoded (an idle tick decodes nothing) and, when a budget
+    stopped that read, its file listing and the file it stopped in. A drain then
+    lists the folder once and looks at each finished file once, not once a batch;
+    a file that appears meanwhile is found by the next read that lists."""
+
+    cursor: str | None
+    decoded: TranscriptCursor
+    files: list[tuple[str, str]] | None
+    stopped_at: str | None
+    listed: tuple[int, int]  # the listing's counts: outside, unreadable
 
 
 def _drop_unencodable(context: dict[str, str]) -> bool:

@@ -1,0 +1,91 @@
+"""JsonlFiles hands over exactly the complete lines a file holds, whatever the
+block boundaries, line lengths and budgets: checked against splitting the bytes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hostcore.evidence.transcripts import (
+    FileState,
+    JsonlFiles,
+    Line,
+    ReadCounts,
+    TranscriptCursor,
+)
+
+
+def expected_lines(data: bytes, limit: int) -> list[tuple[int, bytes, bool, int]]:
+    """Every complete line of ``data``: (start, at most ``limit`` bytes, oversized, end)."""
+    found, start = [], 0
+    while (newline := data.find(b"\n", start)) != -1:
+        line = data[start:newline]
+        found.append((start, line[:limit], len(line) > limit, newline + 1))
+        start = newline + 1
+    return found
+
+
+def read_all(path: Path, files: JsonlFiles) -> tuple[list[tuple[int, bytes, bool, int]], int]:
+    """Read ``path`` to the end, read after read; the lines and the final offset."""
+    got: list[tuple[int, bytes, bool, int]] = []
+
+    def handle(name: str, line: Line, state: FileState) -> None:
+        got.append((line.start, line.data, line.oversized, line.end))
+
+    cursor = TranscriptCursor()
+    for _ in range(10_000):
+        done = files.read([("f", str(path))], cursor, handle, ReadCounts())
+        cursor = done.cursor
+        if not done.more:
+            break
+    return got, cursor.files["f"].offset
+
+
+LINES = st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"x")), max_size=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(lines=LINES, tail=st.binary(max_size=30).map(lambda b: b.replace(b"\n", b"y")),
+       limit=st.integers(1, 25), budget=st.integers(1, 7))
+def test_every_complete_line_is_handed_over_once_in_order(tmp_path_factory, lines, tail, limit,
+                                                          budget):
+    data = b"".join(line + b"\n" for line in lines) + tail  # tail: a line still being written
+    path = tmp_path_factory.mktemp("t") / "f.jsonl"
+    path.write_bytes(data)
+    got, offset = read_all(path, JsonlFiles(max_line_bytes=limit, budget_lines=budget))
+    assert got == expected_lines(data, limit)
+    assert offset == len(data) - len(tail)  # the unfinished line waits for its newline
+
+
+def test_a_drain_lists_once_and_what_appears_meanwhile_is_read_by_the_next_listing(tmp_path):
+    from hostcore.evidence.rows import EvidenceRow
+    from hostcore.evidence.transcripts import TranscriptSource
+
+    def parse(source, name, line, state):
+        return EvidenceRow(partition="t", source_id="t", directory="/w",
+                           key=f"{name}:{line.data.decode()}")
+
+    folder = tmp_path / "t"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text("a1\na2\na3\n")
+    (folder / "b.jsonl").write_text("b1\nb2\nb3\n")
+    source = TranscriptSource(name="t", folder=folder, patterns=("*.jsonl",), parse=parse,
+                              event="t.read", emit=lambda *a, **k: None,
+                              files=JsonlFiles(budget_lines=2))
+    keys: list[list[str]] = []
+    cursor = None
+    for step in range(5):  # the drain ends at the fourth read; the fifth lists
+        batch = source.read(cursor)
+        keys.append([row.key for row in batch.rows])
+        cursor = batch.cursor
+        if step == 1:  # the drain has read past a.jsonl
+            (folder / "c.jsonl").write_text("c1\n")  # a new file, mid-drain
+            with (folder / "a.jsonl").open("a") as handle:
+                handle.write("a4\n")  # and a finished file grows
+    assert keys[:3] == [["a.jsonl:a1", "a.jsonl:a2"], ["a.jsonl:a3", "b.jsonl:b1"],
+                        ["b.jsonl:b2", "b.jsonl:b3"]]
+    # The drain goes on over the files it listed; the next read lists again.
+    assert keys[3] == []
+    assert sorted(keys[4]) == ["a.jsonl:a4", "c.jsonl:c1"]

@@ -9,7 +9,7 @@ then measures, each in a child process of its own so its peak RSS is its own:
   transaction: the floor any ingest is compared with;
 * hostcore: a Host with the claude-code and codex sources draining the corpora as
   ``run --once`` does (ticks while work is pending): rows/s, MB/s, the ratio to
-  raw (target >= 0.6x) and peak RSS;
+  raw by wall clock (target >= 0.6x) and by CPU time, and peak RSS;
 * the nothing-new tick: ``host.tick()`` with nothing appended, over 30 files and
   over 2,400 (target <= 10 ms per 1,000 unchanged files);
 * 1.7 M tiny Claude Code lines in one file, ingested by one ``run --once``-style
@@ -387,9 +387,11 @@ def main(argv: list[str] | None = None) -> int:
                   + (f", {found['ticks']} tick(s)" if "ticks" in found else ""))
         wall = (ours["rows"] / ours["seconds"]) / (raw["rows"] / raw["seconds"])
         cpu = (ours["rows"] / ours["cpu"]) / (raw["rows"] / raw["cpu"])
-        # CPU time is the steadier measure on a busy machine; both are printed.
-        print(f"ingest/raw: {wall:.2f}x rows/s by wall clock, {cpu:.2f}x by CPU time "
-              f"(target >= {TARGET_RATIO}x) {'PASS' if cpu >= TARGET_RATIO else 'MISS'}")
+        # Judged by wall clock, what a user waits for: the store works on a thread of
+        # its own while the next batch is read, so hostcore's CPU time (both threads)
+        # runs ahead of its wall clock; the CPU ratio shows what that overlap costs.
+        print(f"ingest/raw: {wall:.2f}x rows/s by wall clock (target >= {TARGET_RATIO}x) "
+              f"{'PASS' if wall >= TARGET_RATIO else 'MISS'}; {cpu:.2f}x by CPU time")
 
         for count in idle_files:
             idle = work / f"idle-{count}"

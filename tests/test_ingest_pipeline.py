@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+import hostcore.evidence.plugin as ingest_plugin
 from hostcore.evidence.plugin import STORE_SWITCH_INTERVAL
 from hostcore.evidence.store import EvidenceRow, SourceBatch
 from hostcore.plugin.markers import hookimpl
@@ -49,12 +50,19 @@ def plugin(*sources):
     return Plugin()
 
 
+@pytest.fixture
+def small_batches_behind(monkeypatch):
+    """These sources hand out batches of two rows: store those on the writer too."""
+    monkeypatch.setattr(ingest_plugin, "BACKGROUND_MIN_ROWS", 1)
+
+
 def committed_rows(path) -> int:
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
         return db.execute("SELECT COUNT(*) FROM evidence").fetchone()[0]
 
 
-def test_the_next_batch_is_read_while_the_previous_one_waits_to_be_stored(make_host, tmp_path):
+def test_the_next_batch_is_read_while_the_previous_one_waits_to_be_stored(
+        make_host, tmp_path, small_batches_behind):
     seen: dict[str | None, int] = {}
     blocker: list[sqlite3.Connection] = []
 
@@ -77,7 +85,8 @@ def test_the_next_batch_is_read_while_the_previous_one_waits_to_be_stored(make_h
     assert host.store.source_cursor("a") == "6"
 
 
-def test_a_batch_refused_behind_the_next_read_drops_that_read_and_others_go_on(make_host):
+def test_a_batch_refused_behind_the_next_read_drops_that_read_and_others_go_on(
+        make_host, small_batches_behind):
     bad = Paged("bad", 8, 2, bad_from=2)
     good = Paged("good", 2, 2)
     host = make_host(plugin(bad, good))
@@ -95,7 +104,8 @@ def test_a_batch_refused_behind_the_next_read_drops_that_read_and_others_go_on(m
     assert bad.cursors[3] == "2"
 
 
-def test_the_thread_switch_interval_is_lowered_only_while_batches_are_stored(make_host):
+def test_the_thread_switch_interval_is_lowered_only_while_batches_are_stored(
+        make_host, small_batches_behind):
     before = sys.getswitchinterval()
     during: list[float] = []
     source = Paged("a", 4, 2, on_read=lambda cursor: during.append(sys.getswitchinterval()))
@@ -106,13 +116,14 @@ def test_the_thread_switch_interval_is_lowered_only_while_batches_are_stored(mak
     assert sys.getswitchinterval() == before
 
 
-def test_an_idle_step_starts_no_thread(make_host):
+def test_a_quiet_step_stores_at_once_and_starts_no_thread(make_host):
     import threading
 
-    source = Paged("a", 0, 2)
+    source = Paged("a", 6, 2)  # batches far under BACKGROUND_MIN_ROWS
     host = make_host(plugin(source))
     before = threading.active_count()
     threads: list[int] = []
     source.on_read = lambda cursor: threads.append(threading.active_count())
     assert host.tick().ok and host.tick().ok
-    assert threads == [before, before]
+    assert threads == [before] * 4  # three batches, then an idle read
+    assert host.store.partitions()["a"].row_count == 6

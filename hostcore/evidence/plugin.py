@@ -67,6 +67,10 @@ EVENTS = (
 # How long one ingest step keeps reading batches before it hands the tick on
 # and reports the rest as pending (seconds).
 INGEST_SLICE_SECONDS = 2.0
+# The fewest rows a batch has to be stored on a thread of its own while the next
+# batch is read; a smaller one (a tick's few new lines) is stored at once, as
+# the thread would cost more than it saves.
+BACKGROUND_MIN_ROWS = 1_000
 # The interpreter's thread switch interval while a batch is stored behind the
 # reading of the next (seconds; see _Handover).
 STORE_SWITCH_INTERVAL = 0.0002
@@ -115,9 +119,10 @@ class IngestWorker:
     store (``hostcore status`` shows it), and once every other source had its
     turn the step fails naming it, so the exit status of ``run --once`` tells.
 
-    A batch with rows is stored on a thread of its own while the next batch is
-    read (SQLite inserts a batch in one call, during which Python runs on), so
-    a backlog costs about the longer of reading and storing, not their sum.
+    A batch of :data:`BACKGROUND_MIN_ROWS` rows or more is stored on a thread of
+    its own while the next batch is read (SQLite inserts a batch in one call,
+    during which Python runs on), so a backlog costs less than reading and
+    storing one after the other.
     Each batch is still one transaction with its cursor, stored in the order
     read; a batch read after one of its source's batches failed is dropped.
     """
@@ -173,8 +178,8 @@ class IngestWorker:
 
 class _Handover:
     """One ingest step's batches on their way into the store: each is handed over
-    once read, and stored (on a thread of its own when it has rows) while the next
-    is read. Leaving the ``with`` block waits for the last one."""
+    once read, and a large one is stored on a thread of its own while the next is
+    read. Leaving the ``with`` block waits for the last one."""
 
     def __init__(self, host: Host, counts: dict[str, int],
                  cursors: dict[str, str | None]) -> None:
@@ -221,11 +226,11 @@ class _Handover:
             return False  # read after a batch of its own that failed: dropped
         previous, self._cursors[name] = self._cursors[name], batch.cursor
         store = self._host.store
-        if not batch.rows:
+        if len(batch.rows) < BACKGROUND_MIN_ROWS:
             self._stored(name, batch, lambda: store.ingest(name, batch, previous=previous))
             return batch.more
         if self._writer is None:
-            # Loaded for a step that has rows to store: an idle tick never needs it.
+            # Loaded for a step with a large batch: an idle or a quiet tick never needs it.
             from concurrent.futures import ThreadPoolExecutor
 
             self._writer = ThreadPoolExecutor(1, thread_name_prefix="hostcore-ingest")

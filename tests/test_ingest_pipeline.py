@@ -127,3 +127,16 @@ def test_a_quiet_step_stores_at_once_and_starts_no_thread(make_host):
     assert host.tick().ok and host.tick().ok
     assert threads == [before] * 4  # three batches, then an idle read
     assert host.store.partitions()["a"].row_count == 6
+
+
+def test_overlapping_steps_of_two_hosts_put_back_the_interval_they_found():
+    from hostcore.evidence.plugin import _SwitchInterval
+
+    before = sys.getswitchinterval()
+    switching = _SwitchInterval()
+    switching.enter()  # host A's step
+    switching.enter()  # host B's, in another thread of the same process
+    switching.leave()  # A ends first: B is still storing behind its reading
+    assert sys.getswitchinterval() == pytest.approx(min(before, STORE_SWITCH_INTERVAL))
+    switching.leave()
+    assert sys.getswitchinterval() == before

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -190,7 +191,6 @@ class _Handover:
         # Sources that failed this step, with the kind of failure.
         self.failed: dict[str, str] = {}
         self._writer: Any = None  # a ThreadPoolExecutor, made for the first batch with rows
-        self._switch_interval = 0.0  # the interpreter's, restored when the writer is done
         self._in_flight: tuple[str, SourceBatch, Any] | None = None
 
     def __enter__(self) -> _Handover:
@@ -203,7 +203,7 @@ class _Handover:
         finally:
             if self._writer is not None:
                 self._writer.shutdown(wait=True)  # a batch in flight commits or fails whole
-                sys.setswitchinterval(self._switch_interval)
+                _quick_switching.leave()
 
     def read_once(self, source: Source) -> bool:
         """Read one batch of ``source`` and hand it over; True when it has more ready."""
@@ -234,11 +234,7 @@ class _Handover:
             from concurrent.futures import ThreadPoolExecutor
 
             self._writer = ThreadPoolExecutor(1, thread_name_prefix="hostcore-ingest")
-            # The writer takes the GIL back after each call into SQLite; at the
-            # default 5 ms a thread waits for it, a transaction's dozen short
-            # statements would wait longer than its insert takes.
-            self._switch_interval = sys.getswitchinterval()
-            sys.setswitchinterval(min(self._switch_interval, STORE_SWITCH_INTERVAL))
+            _quick_switching.enter()
         self._in_flight = (name, batch, self._writer.submit(
             store.ingest, name, batch, previous=previous))
         return batch.more
@@ -276,6 +272,38 @@ class _Handover:
         log.debug("source %r failed", name, exc_info=exc)
         host.emit("evidence.source_failed", reason=reason)
         host.store.record_failure(name, kind)
+
+
+class _SwitchInterval:
+    """The interpreter's thread switch interval, lowered to :data:`STORE_SWITCH_INTERVAL`
+    while any ingest step stores behind its reading, and put back as found when the
+    last such step ends (the steps of several hosts in one process may overlap).
+
+    The writer takes Python's global lock back after each call into SQLite; at the
+    default 5 ms a thread waits for it, a transaction's dozen short statements would
+    wait longer than its insert takes.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._steps = 0
+        self._found = 0.0
+
+    def enter(self) -> None:
+        with self._lock:
+            if self._steps == 0:
+                self._found = sys.getswitchinterval()
+                sys.setswitchinterval(min(self._found, STORE_SWITCH_INTERVAL))
+            self._steps += 1
+
+    def leave(self) -> None:
+        with self._lock:
+            self._steps -= 1
+            if self._steps == 0:
+                sys.setswitchinterval(self._found)
+
+
+_quick_switching = _SwitchInterval()
 
 
 @hookimpl

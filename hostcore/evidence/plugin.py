@@ -28,6 +28,8 @@ from hostcore.records import convert
 from hostcore.telemetry import EventSpec
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
+
     import click
 
     from hostcore.evidence.store import Appended
@@ -190,8 +192,8 @@ class _Handover:
         self._cursors = cursors
         # Sources that failed this step, with the kind of failure.
         self.failed: dict[str, str] = {}
-        self._writer: Any = None  # a ThreadPoolExecutor, made for the first batch with rows
-        self._in_flight: tuple[str, SourceBatch, Any] | None = None
+        self._writer: ThreadPoolExecutor | None = None  # made for the first large batch
+        self._in_flight: tuple[str, SourceBatch, Future[Appended]] | None = None
 
     def __enter__(self) -> _Handover:
         return self

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -83,7 +84,7 @@ def test_any_text_comes_back_exactly_as_given(tmp_path_factory, fields):
     from hostcore.timestamps import canonical
 
     expected = [(session, canonical(ts), remote,
-                 store_module._payload_encoder.encode(payload).decode(), f"{n}")
+                 msgspec.json.encode(payload).decode(), f"{n}")
                 for n, (session, ts, remote, payload) in enumerate(fields)]
     assert stored(store) == expected
     store.close()

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from typing import Any
 
 import click
-import msgspec
 
 from hostcore.files import remove_stale_temps
 from hostcore.host import Host
@@ -186,11 +185,14 @@ def config_command(host: Host, as_json: bool) -> None:
         emit_json({"source": str(host.config.source) if host.config.source else None,
                    "settings": data})
         return
+    # Only this text form needs json (TOML-like values); the common commands never load it.
+    import json
+
     click.echo(f"# {host.config.origin}")
     for section, values in data.items():
         click.echo(f"[{section}]")
         for key, value in values.items():
-            click.echo(f"{key} = {msgspec.json.encode(value).decode()}")
+            click.echo(f"{key} = {json.dumps(value)}")
 
 
 COMMANDS = (plugins_command, run_command, status_command, config_command)

@@ -10,17 +10,12 @@
 * :mod:`~hostcore.evidence.plugin`, :mod:`~hostcore.evidence.commands` — the
   built-in plugin (ingest worker, inputs, events) and its commands.
 
-Imports. Every module here but :mod:`~hostcore.evidence.commands` (the engine and the
-built-in plugin), at module level and inside functions alike, imports only the
-foundation modules (:mod:`hostcore.errors`, :mod:`~hostcore.timestamps`,
-:mod:`~hostcore.config`, :mod:`~hostcore.files`, :mod:`~hostcore.records`,
-:mod:`~hostcore.telemetry`), :mod:`hostcore.plugin` (not :mod:`hostcore.plugin.cli`),
-this package and :mod:`hostcore.export.ref` (the hash definitions: the one module of
-another domain it imports); :mod:`hostcore.host` only under ``TYPE_CHECKING``.
-:mod:`~hostcore.evidence.commands` sits on the host: it may also import
-:mod:`hostcore.host` and :mod:`hostcore.plugin.cli`, and only
+Imports follow the table in ``docs/architecture.md`` (checked by
+``tests/test_import_rules.py``): nothing here imports the work items, the rest of
+:mod:`hostcore.export` (only its hash definitions, :mod:`hostcore.export.ref`), the
+tick loop or the CLI application, not even inside a function; only
+:mod:`~hostcore.evidence.commands` sits on the host, and only
 :mod:`~hostcore.evidence.plugin` imports it, inside its ``hostcore_commands`` hook.
-Nothing here imports the work items, the rest of :mod:`hostcore.export`, the tick loop
-or the CLI application, not even inside a function. The host and the tick loop import
-this package only inside functions (``host.store``, ``host.policy``, ``host.seam``).
+The host and the tick loop import this package only inside functions
+(``host.store``, ``host.policy``, ``host.seam``).
 """

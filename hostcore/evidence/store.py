@@ -57,14 +57,14 @@ STORE_FILE_NAME = "store.sqlite3"
 # append then reads index pages back from the file (see docs/evidence.md).
 WRITER_CACHE_KIB = 64 * 1024
 
-_payload_encoder = msgspec.json.Encoder()
+# Payloads, batches of rows and lists of keys for json_each: one encoder for all.
+_encoder = msgspec.json.Encoder()
 # Rows per insert statement (see schema.INSERT_JSON): bounds the text one holds.
 INSERT_CHUNK_ROWS = 10_000
 # How msgspec writes a NUL inside a text, which json_extract would cut the text at.
 _ESCAPED_NUL = b"\\u0000"
 # (partition id, scope id, git remote): what the tuples table counts rows by.
 TupleKey = tuple[int, int, str]
-_json_list = msgspec.json.Encoder()
 
 # Why a row was not stored although its batch was (counted per source).
 UNENCODABLE = "unencodable"  # text no destination can hold: a lone surrogate, or NUL
@@ -314,7 +314,7 @@ class Store:
         digests: list[str] = []
         tuples: dict[TupleKey, int] = {}  # counted here, not read back from the table
         tuples_get = tuples.get
-        encode = _payload_encoder.encode
+        encode = _encoder.encode
         try:
             for row in rows:
                 part = part_ids.get(row.partition) or self._partition_id(db, row.partition)
@@ -339,7 +339,7 @@ class Store:
                     prepared = [values for values, digest in zip(prepared, _digest_per_row(
                         rows, digests), strict=True) if digest not in gone]
                     tuples = _tuples_of(prepared)
-            chunks = [_json_list.encode(prepared[start:start + INSERT_CHUNK_ROWS])
+            chunks = [_encoder.encode(prepared[start:start + INSERT_CHUNK_ROWS])
                       for start in range(0, len(prepared), INSERT_CHUNK_ROWS)]
         except (TypeError, ValueError, UnicodeEncodeError, OverflowError):
             return None
@@ -385,7 +385,7 @@ class Store:
         if part is None or scope is None:
             return UNENCODABLE
         try:
-            payload = _payload_encoder.encode(row.payload).decode()
+            payload = _encoder.encode(row.payload).decode()
         except UnicodeEncodeError:
             return UNENCODABLE
         except (TypeError, ValueError, OverflowError):
@@ -638,7 +638,7 @@ def _count(db: sqlite3.Connection, inserted: dict[TupleKey, int]) -> int:
 
 def _purged(db: sqlite3.Connection, digests: list[str]) -> set[str]:
     """The digests, among ``digests``, that a purge recorded."""
-    return {d for (d,) in db.execute(schema.PURGED_DIGESTS, (_json_list.encode(digests),))}
+    return {d for (d,) in db.execute(schema.PURGED_DIGESTS, (_encoder.encode(digests),))}
 
 
 def _digest_per_row(rows: list[EvidenceRow], digests: list[str]) -> Iterator[str | None]:
@@ -661,7 +661,7 @@ def _unseen(db: sqlite3.Connection, prepared: list[tuple[Any, ...]]) -> list[tup
     stored: set[tuple[int, str]] = set()
     for part, part_keys in keys.items():
         stored.update((part, key) for (key,) in db.execute(
-            schema.STORED_KEYS, (part, _json_list.encode(part_keys))))
+            schema.STORED_KEYS, (part, _encoder.encode(part_keys))))
     purged: set[str] = set()
     if db.execute(schema.ANY_PURGED).fetchone() is not None:
         purged = _purged(db, [schema.key_digest(values[7], values[6])

@@ -285,7 +285,10 @@ class JsonlFiles:
                     if left_bytes <= 0 or left_lines <= 0 or (
                             left_lines % _CLOCK_EVERY == 0
                             and budget.clock() >= budget.deadline):
-                        return budget.lines - left_lines
+                        break
+                else:
+                    continue  # the block is used up: read the next
+                break  # a budget ran out inside the block
         finally:
             state.offset = start
             read = budget.lines - left_lines

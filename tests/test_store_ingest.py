@@ -251,6 +251,27 @@ def test_a_batch_refused_behind_the_next_read_drops_that_read_and_others_go_on(
     assert bad.cursors[3] == "2"
 
 
+def test_batches_stored_behind_the_reading_are_staged_on_the_reading_thread(
+        make_host, monkeypatch, small_batches_behind):
+    import threading
+
+    from hostcore.evidence.store import Store
+
+    staged_on: list[str] = []
+    real_stage = Store.stage
+
+    def stage(self, rows):
+        staged_on.append(threading.current_thread().name)
+        return real_stage(self, rows)
+
+    monkeypatch.setattr(Store, "stage", stage)
+    host = make_host(plugin(CountingSource("a", 6, 2)))
+    assert host.tick().ok
+    # Once per batch, by the thread that read it: the writer runs little but SQLite.
+    assert staged_on == [threading.current_thread().name] * 3
+    assert host.store.partitions()["a"].row_count == 6
+
+
 def test_the_thread_switch_interval_is_lowered_only_while_batches_are_stored(
         make_host, small_batches_behind):
     before = sys.getswitchinterval()

@@ -1,6 +1,6 @@
-"""The store's common insert path (a batch as one JSON statement per chunk) stores
-exactly what it was given, in batch order, and leaves every row it cannot hold
-exactly to the row-by-row path, which counts it."""
+"""The store's common insert path (a batch staged, then inserted a few thousand rows
+per statement) stores exactly what it was given, in batch order, and leaves every
+row it cannot hold exactly to the row-by-row path, which counts it."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hostcore.evidence.store as store_module
-from hostcore.evidence.store import EvidenceRow, Store
+from hostcore.errors import RecordError
+from hostcore.evidence.store import EvidenceRow, SourceBatch, Store
 
 
 def stored(store: Store) -> list[tuple[object, ...]]:
@@ -88,3 +89,101 @@ def test_any_text_comes_back_exactly_as_given(tmp_path_factory, fields):
                 for n, (session, ts, remote, payload) in enumerate(fields)]
     assert stored(store) == expected
     store.close()
+
+
+# -- staged batches (Store.stage, then ingest with staged=) ----------------------
+
+
+def batch(rows: list[EvidenceRow], cursor: str = "c") -> SourceBatch:
+    return SourceBatch(rows, cursor)
+
+
+def test_a_staged_batch_is_stored_as_the_same_batch_unstaged(tmp_path):
+    rows = [row(session_id=f"s{n % 3}", ts="2025-07-28T22:54:41.466Z", git_remote=f"r{n % 2}",
+                directory=f"/w/{n % 4}", payload={"n": n}, key=f"k{n}") for n in range(50)]
+    staged_store = Store(tmp_path / "staged.sqlite3")
+    plain_store = Store(tmp_path / "plain.sqlite3")
+    staged_store.ingest("s", batch(rows), previous=None, staged=staged_store.stage(rows))
+    plain_store.ingest("s", batch(list(rows)), previous=None)
+    assert stored(staged_store) == stored(plain_store)
+    assert staged_store.stats() == plain_store.stats()
+
+
+def test_staging_needs_neither_the_file_nor_the_store_open(tmp_path):
+    store = Store(tmp_path / "store.sqlite3")
+    store.close()
+    staged = store.stage([row(key="k", directory="/w")])
+    assert staged is not None
+    assert staged.values[0][:2] == ("p", ("/w", "s"))  # names: ids are the writer's
+
+
+def test_ids_that_moved_between_staging_and_storing_are_never_written(tmp_path):
+    # Another process drops the partition after this one cached its id and staged
+    # a batch: the rows must land in the partition as it is now, not the old id.
+    store = Store(tmp_path / "store.sqlite3")
+    store.append([row(key="before", directory="/w")])
+    rows = [row(key="after", directory="/w")]
+    staged = store.stage(rows)
+    other = Store(tmp_path / "store.sqlite3")
+    other.drop_partition("p")
+    other.close()
+    store.ingest("s", batch(rows), previous=None, staged=staged)
+    assert store.partitions()["p"].row_count == 1
+    with sqlite3.connect(store.path) as db:
+        assert db.execute("SELECT p.name, s.directory FROM evidence e JOIN partitions p ON "
+                          "p.id = e.part JOIN scopes s ON s.id = e.scope").fetchall() == [
+            ("p", "/w")]
+
+
+def test_a_batch_that_cannot_be_staged_is_checked_row_by_row(tmp_path):
+    store = Store(tmp_path / "store.sqlite3")
+    rows = [row(key="fine"), row(key="bad", session_id="a\0b")]
+    assert store.stage(rows) is None
+    outcome = store.ingest("s", batch(rows), previous=None, staged=None)
+    assert (outcome.inserted, outcome.rejected) == (1, {"unencodable": 1})
+
+
+def test_values_staged_from_other_rows_are_not_used(tmp_path):
+    store = Store(tmp_path / "store.sqlite3")
+    other = store.stage([row(key="other")])
+    store.ingest("s", batch([row(key="mine")]), previous=None, staged=other)
+    assert [r[4] for r in stored(store)] == ["mine"]
+
+
+def test_a_row_that_is_not_an_evidence_row_is_refused_whether_staged_or_not(tmp_path):
+    store = Store(tmp_path / "store.sqlite3")
+    rows: list[Any] = [row(key="k"), {"partition": "p"}]
+    assert store.stage(rows) is None
+    with pytest.raises(RecordError, match="evidence row 1"):
+        store.ingest("s", batch(rows), previous=None, staged=store.stage(rows))
+    assert stored(store) == []
+
+
+def test_a_batch_is_a_few_statements_whatever_its_rows_and_tuples(tmp_path, monkeypatch):
+    # Each statement is a switch between the ingest worker's threads: a batch's
+    # rows and its tuples' counts go in by the statement, never by the row.
+    monkeypatch.setattr(store_module, "INSERT_CHUNK_ROWS", 1_000)
+    store = Store(tmp_path / "store.sqlite3")
+
+    def rows(start: int) -> list[EvidenceRow]:
+        return [row(key=f"k{n}", directory=f"/w/{n % 40}", git_remote=f"r{n % 7}")
+                for n in range(start, start + 2_500)]
+
+    first = rows(0)
+    store.ingest("s", batch(first), previous=None, staged=store.stage(first))
+    seen: list[str] = []
+    store._db.set_trace_callback(seen.append)
+    second = rows(2_500)
+    store.ingest("s", batch(second, "c2"), previous="c", staged=store.stage(second))
+    assert sum(s.startswith("INSERT INTO evidence") for s in seen) == 3
+    assert sum(s.startswith("INSERT INTO tuples") for s in seen) == 1
+    assert len(seen) <= 15
+    assert store.stats()["rows"] == 5_000
+
+
+def test_a_sqlite_built_for_fewer_parameters_gets_smaller_statements(tmp_path):
+    store = Store(tmp_path / "store.sqlite3")
+    store._db.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 30)  # four rows of seven
+    keys = [f"k{n:02d}" for n in range(11)]
+    assert store.append([row(key=key, git_remote=key) for key in keys]) == 11
+    assert [r[4] for r in stored(store)] == keys

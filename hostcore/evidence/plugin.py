@@ -237,8 +237,10 @@ class _Handover:
 
             self._writer = ThreadPoolExecutor(1, thread_name_prefix="hostcore-ingest")
             _quick_switching.enter()
+        # Staged here, so the writer thread runs little but SQLite and seldom
+        # takes Python's global lock from the reading.
         self._in_flight = (name, batch, self._writer.submit(
-            store.ingest, name, batch, previous=previous))
+            store.ingest, name, batch, previous=previous, staged=store.stage(batch.rows)))
         return batch.more
 
     def _finish(self) -> None:

@@ -86,18 +86,35 @@ CREATE TABLE IF NOT EXISTS purged_keys (digest TEXT PRIMARY KEY) WITHOUT ROWID
 # quarter fewer microseconds a row than SQLite's 4 KiB; benchmarks/ingest.py).
 PAGE_SIZE = 16_384
 
-INSERT = ("INSERT INTO evidence (part, scope, session_id, ts, git_remote, payload, key) "
-           "VALUES (?, ?, ?, ?, ?, ?, ?)")
-# The same for a JSON list of rows (each a list of those seven values), in list
-# order: one statement, so SQLite does all of its work in one call, during which
-# Python's other threads run (the ingest worker reads the next batch meanwhile).
-# A text holding NUL would come back cut short: such rows never take this way.
-INSERT_JSON = ("INSERT INTO evidence (part, scope, session_id, ts, git_remote, payload, key) "
-               "SELECT " + ", ".join(f"json_extract(value, '$[{n}]')" for n in range(7))
-               + " FROM json_each(?)")
-# A tuple seen for the first time gets the next id; a known one counts the new rows.
-COUNT_TUPLE = ("INSERT INTO tuples (part, scope, git_remote, rows) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (part, scope, git_remote) DO UPDATE SET rows = rows + excluded.rows")
+def _values(width: int, count: int) -> str:
+    """The ``VALUES`` list of ``count`` rows of ``width`` parameters each."""
+    row = "(" + ", ".join("?" * width) + ")"
+    return ", ".join([row] * count)
+
+
+def insert_rows(count: int) -> str:
+    """Insert ``count`` evidence rows in one statement, seven parameters each: part,
+    scope, session_id, ts, git_remote, payload, key.
+
+    One statement, not ``executemany``: SQLite does the work in one call, during
+    which Python's other threads run (the ingest worker reads the next batch
+    meanwhile), and it saves the per-row round trip, most of a plain insert's cost.
+    """
+    return ("INSERT INTO evidence (part, scope, session_id, ts, git_remote, payload, key) "
+            "VALUES " + _values(7, count))
+
+
+INSERT = insert_rows(1)
+
+
+def count_tuples(count: int) -> str:
+    """Add new rows to ``count`` tuples in one statement, four parameters each: part,
+    scope, git_remote, rows. A tuple seen for the first time gets the next id, in
+    the order given; a known one counts the new rows."""
+    return ("INSERT INTO tuples (part, scope, git_remote, rows) VALUES " + _values(4, count)
+            + " ON CONFLICT (part, scope, git_remote) DO UPDATE SET rows = rows + excluded.rows")
+
+
 # The rows appended after a position, per tuple, in the order tuples first appear.
 # NOT INDEXED keeps it a range of the primary key: left to itself, the planner
 # scans all of evidence_part to group them, a cost that grows with the store.

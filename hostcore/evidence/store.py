@@ -34,9 +34,10 @@ import os
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from itertools import chain
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 import msgspec
 
@@ -49,7 +50,7 @@ from hostcore.timestamps import canonical, format_utc, parse, utc_now
 # EvidenceRow, PartitionVersion and SourceBatch live in hostcore.evidence.rows;
 # they are importable from here too, as in 0.1.
 __all__ = ["STORE_FILE_NAME", "Appended", "EvidenceRow", "PartitionVersion", "SourceBatch",
-           "SourceHealth", "Store", "StoreError"]
+           "SourceHealth", "Staged", "Store", "StoreError"]
 
 STORE_FILE_NAME = "store.sqlite3"
 # Pages the writer keeps in memory (negative: KiB). SQLite's default (2 MiB) is
@@ -57,12 +58,12 @@ STORE_FILE_NAME = "store.sqlite3"
 # append then reads index pages back from the file (see docs/evidence.md).
 WRITER_CACHE_KIB = 64 * 1024
 
-# Payloads, batches of rows and lists of keys for json_each: one encoder for all.
+# Payloads and lists of keys for json_each: one encoder for all.
 _encoder = msgspec.json.Encoder()
-# Rows per insert statement (see schema.INSERT_JSON): bounds the text one holds.
-INSERT_CHUNK_ROWS = 10_000
-# How msgspec writes a NUL inside a text, which json_extract would cut the text at.
-_ESCAPED_NUL = b"\\u0000"
+# Rows per insert statement (see schema.insert_rows), fewer when SQLite was built
+# to take fewer parameters. Past a few hundred rows a larger statement costs no
+# less per row, but each statement costs the ingest worker's two threads a switch.
+INSERT_CHUNK_ROWS = 2_500
 # (partition id, scope id, git remote): what the tuples table counts rows by.
 TupleKey = tuple[int, int, str]
 
@@ -81,6 +82,17 @@ class Appended(msgspec.Struct):
 
     inserted: int = 0
     rejected: dict[str, int] = msgspec.field(default_factory=dict)
+
+
+class Staged(NamedTuple):
+    """A batch's insert values, worked out by :meth:`Store.stage` ahead of the
+    transaction that stores them: partitions and scopes still by name."""
+
+    rows: list[EvidenceRow]
+    # Per row: partition, (directory, source id), session_id, ts, git_remote, payload, key.
+    values: list[tuple[Any, ...]]
+    # Rows per (partition, (directory, source id), git_remote), in order of first appearance.
+    tuples: dict[tuple[str, tuple[str, str], str], int]
 
 
 class SourceHealth(msgspec.Struct):
@@ -241,14 +253,16 @@ class Store:
         """
         return self._append(rows, source, cursor, {}).inserted
 
-    def ingest(self, source: str, batch: SourceBatch, *, previous: str | None) -> Appended:
+    def ingest(self, source: str, batch: SourceBatch, *, previous: str | None,
+               staged: Staged | None = None) -> Appended:
         """Store a source's batch: its rows, its cursor and what it skipped
         (``batch.skipped``, added to the source's health), in one transaction;
         the source's failure count goes back to 0.
 
         ``previous`` is the cursor the batch was read from: when nothing changed
         (no row, no skip, the same cursor, no failure to clear) nothing is
-        written, so an idle tick costs no write transaction.
+        written, so an idle tick costs no write transaction. ``staged`` is what
+        :meth:`stage` made of ``batch.rows``, if it was called.
         """
         skipped = _clean_counts(batch.skipped)
         if not batch.rows and not skipped and batch.cursor == previous:
@@ -256,7 +270,44 @@ class Store:
                                 (source,))
             if not found or not found[0][0]:
                 return Appended()
-        return self._append(batch.rows, source, batch.cursor, skipped, ok=True)
+        return self._append(batch.rows, source, batch.cursor, skipped, ok=True, staged=staged)
+
+    def stage(self, rows: list[EvidenceRow]) -> Staged | None:
+        """Work out the insert values of ``rows`` ahead of the transaction that stores
+        them (:meth:`ingest` with ``staged=``), touching neither the file nor any
+        state of the store, so any thread may call it.
+
+        The ingest worker stages a batch on the thread that read it: the thread
+        that stores it then runs little but SQLite, and seldom takes Python's
+        global lock from the reading. Returns None when a row cannot take the
+        common path (not an :class:`EvidenceRow`, a value that is not plain text or
+        holds NUL, a payload JSON cannot hold): the store then checks the rows one
+        by one.
+        """
+        values: list[tuple[Any, ...]] = []
+        tuples: dict[tuple[str, tuple[str, str], str], int] = {}
+        tuples_get = tuples.get
+        encode = _encoder.encode
+        try:
+            for row in rows:
+                if not isinstance(row, EvidenceRow):
+                    return None
+                partition, scope = row.partition, (row.directory, row.source_id)
+                session, ts, remote, key = row.session_id, row.ts, row.git_remote, row.key
+                # Only plain text, free of NUL, goes this way (see storable_text);
+                # a lone surrogate fails the insert itself.
+                if not (partition and scope[1] and type(session) is str and type(ts) is str
+                        and type(remote) is str and (key is None or type(key) is str)) or (
+                        "\0" in session or "\0" in ts or "\0" in remote
+                        or (key is not None and "\0" in key)):
+                    return None
+                values.append((partition, scope, session, canonical(ts), remote,
+                               encode(row.payload).decode(), key))
+                found = (partition, scope, remote)
+                tuples[found] = tuples_get(found, 0) + 1
+        except (TypeError, ValueError, UnicodeEncodeError, OverflowError):
+            return None
+        return Staged(rows, values, tuples)
 
     def record_failure(self, source: str, kind: str) -> None:
         """Note that reading or storing ``source`` failed this time (``kind`` says
@@ -269,17 +320,20 @@ class Store:
             _save_health(db, source, health)
 
     def _append(self, rows: Iterable[EvidenceRow], source: str | None, cursor: str | None,
-                skipped: Mapping[str, int], *, ok: bool = False) -> Appended:
+                skipped: Mapping[str, int], *, ok: bool = False,
+                staged: Staged | None = None) -> Appended:
         outcome = Appended()
-        rows = list(rows)
-        for index, row in enumerate(rows):
-            if not (isinstance(row, EvidenceRow) and row.partition and row.source_id):
-                _refuse(index, row)
+        if staged is None or staged.rows is not rows:  # else staging checked every row
+            staged = None
+            rows = list(rows)
+            for index, row in enumerate(rows):
+                if not (isinstance(row, EvidenceRow) and row.partition and row.source_id):
+                    _refuse(index, row)
         with self._transaction() as db:
             self._check_ids(db)
             head = _head(db)
             rejected: dict[str, dict[str, int]] = {}
-            inserted = self._insert_at_once(db, rows)
+            inserted = self._insert_at_once(db, rows, staged)
             if inserted is None:
                 self._insert_one_by_one(db, rows, source, rejected)
                 inserted = _tuples_since(db, head)
@@ -297,59 +351,38 @@ class Store:
                 _note_health(db, name, [counts], recovered=False)
         return outcome
 
-    def _insert_at_once(self, db: sqlite3.Connection,
-                        rows: list[EvidenceRow]) -> dict[TupleKey, int] | None:
+    def _insert_at_once(self, db: sqlite3.Connection, rows: list[EvidenceRow],
+                        staged: Staged | None) -> dict[TupleKey, int] | None:
         """The common case, every row new and storable, inserted by one statement per
-        :data:`INSERT_CHUNK_ROWS` rows. Returns the rows inserted per tuple, in the
-        order tuples first appear.
+        :data:`INSERT_CHUNK_ROWS` rows from its staged values (staged here unless
+        staged before). Returns the rows inserted per tuple, in the order tuples
+        first appear.
 
         Returns None, having inserted nothing, when a row's key is already stored
         or repeats in the batch (the unique index refuses it) or a value cannot
         be stored; the caller then goes row by row. Rows whose key a purge
         recorded are left out here already.
         """
-        purged = db.execute(schema.ANY_PURGED).fetchone() is not None
-        part_ids, scope_ids = self._part_ids, self._scope_ids
-        prepared: list[tuple[Any, ...]] = []
-        digests: list[str] = []
-        tuples: dict[TupleKey, int] = {}  # counted here, not read back from the table
-        tuples_get = tuples.get
-        encode = _encoder.encode
-        try:
-            for row in rows:
-                part = part_ids.get(row.partition) or self._partition_id(db, row.partition)
-                scope = (scope_ids.get((row.directory, row.source_id))
-                         or self._scope_id(db, row.directory, row.source_id))
-                if part is None or scope is None:
-                    return None
-                session, remote, key = row.session_id, row.git_remote, row.key
-                # JSON would carry any type into a text column: only plain text here.
-                if type(session) is not str or type(remote) is not str or not (
-                        key is None or type(key) is str):
-                    return None
-                prepared.append((part, scope, session, canonical(row.ts), remote,
-                                 encode(row.payload).decode(), key))
-                found = (part, scope, remote)
-                tuples[found] = tuples_get(found, 0) + 1
-                if purged and key is not None:
-                    digests.append(schema.key_digest(row.partition, key))
-            if digests:
-                gone = _purged(db, digests)
-                if gone:
-                    prepared = [values for values, digest in zip(prepared, _digest_per_row(
-                        rows, digests), strict=True) if digest not in gone]
-                    tuples = _tuples_of(prepared)
-            chunks = [_encoder.encode(prepared[start:start + INSERT_CHUNK_ROWS])
-                      for start in range(0, len(prepared), INSERT_CHUNK_ROWS)]
-        except (TypeError, ValueError, UnicodeEncodeError, OverflowError):
+        staged = staged or self.stage(rows)
+        if staged is None or not staged.values:
+            return None if staged is None else {}  # nothing to insert, or row by row
+        # Each partition and scope named once, then every row's ids looked up by
+        # C loops (map, zip): no bytecode per row on the thread that writes.
+        partitions, scopes, *columns = zip(*staged.values, strict=True)
+        if (any(self._partition_id(db, name) is None for name in dict.fromkeys(partitions))
+                or any(self._scope_id(db, *scope) is None for scope in dict.fromkeys(scopes))):
             return None
-        if any(_ESCAPED_NUL in chunk for chunk in chunks):
-            return None  # a NUL somewhere (or the text \u0000 in a payload): row by row
+        values = list(zip(map(self._part_ids.__getitem__, partitions),
+                          map(self._scope_ids.__getitem__, scopes), *columns, strict=True))
+        tuples: dict[TupleKey, int] = {
+            (self._part_ids[partition], self._scope_ids[scope], remote): n
+            for (partition, scope, remote), n in staged.tuples.items()}
+        if db.execute(schema.ANY_PURGED).fetchone() is not None:
+            values, tuples = _without_purged(db, rows, values, tuples)
         db.execute("SAVEPOINT batch")
         try:
-            for chunk in chunks:
-                db.execute(schema.INSERT_JSON, (chunk,))
-        except sqlite3.IntegrityError:
+            _insert_chunked(db, schema.insert_rows, values)
+        except (sqlite3.IntegrityError, UnicodeEncodeError):
             db.execute("ROLLBACK TO batch")  # positions too: none is used up
             db.execute("RELEASE batch")
             return None
@@ -607,6 +640,24 @@ def _head(db: sqlite3.Connection) -> int:
     return int(found[0]) if found else 0
 
 
+def _insert_chunked(db: sqlite3.Connection, statement: Callable[[int], str],
+                    values: list[tuple[Any, ...]]) -> None:
+    """Run ``statement(n)`` (a multi-row ``VALUES`` statement) over ``values``, in
+    order, up to :data:`INSERT_CHUNK_ROWS` rows a time.
+
+    Never ``executemany``: it takes Python's global lock back after every row,
+    and while the ingest worker reads on another thread each of those takes
+    costs both threads a switch.
+    """
+    if not values:
+        return
+    limit = db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // len(values[0])
+    per_statement = min(INSERT_CHUNK_ROWS, limit)
+    for start in range(0, len(values), per_statement):
+        chunk = values[start:start + per_statement]
+        db.execute(statement(len(chunk)), tuple(chain.from_iterable(chunk)))
+
+
 def _tuples_of(prepared: list[tuple[Any, ...]]) -> dict[TupleKey, int]:
     """Rows per tuple among insert values, in the order tuples first appear (the
     order their ids are given in)."""
@@ -632,13 +683,27 @@ def _count(db: sqlite3.Connection, inserted: dict[TupleKey, int]) -> int:
         parts[part] = parts.get(part, 0) + n
     db.executemany("UPDATE partitions SET row_count = row_count + ? WHERE id = ?",
                    [(n, part) for part, n in parts.items()])
-    db.executemany(schema.COUNT_TUPLE, [(*found, n) for found, n in inserted.items()])
+    _insert_chunked(db, schema.count_tuples, [(*found, n) for found, n in inserted.items()])
     return sum(parts.values())
 
 
 def _purged(db: sqlite3.Connection, digests: list[str]) -> set[str]:
     """The digests, among ``digests``, that a purge recorded."""
     return {d for (d,) in db.execute(schema.PURGED_DIGESTS, (_encoder.encode(digests),))}
+
+
+def _without_purged(db: sqlite3.Connection, rows: list[EvidenceRow],
+                    values: list[tuple[Any, ...]], tuples: dict[TupleKey, int]
+                    ) -> tuple[list[tuple[Any, ...]], dict[TupleKey, int]]:
+    """``values`` (one per row) and ``tuples`` without the rows whose key a purge
+    recorded."""
+    digests = [schema.key_digest(row.partition, row.key) for row in rows if row.key is not None]
+    gone = _purged(db, digests)
+    if not gone:
+        return values, tuples
+    kept = [found for found, digest in zip(values, _digest_per_row(rows, digests), strict=True)
+            if digest not in gone]
+    return kept, _tuples_of(kept)
 
 
 def _digest_per_row(rows: list[EvidenceRow], digests: list[str]) -> Iterator[str | None]:

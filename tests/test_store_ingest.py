@@ -232,6 +232,29 @@ def test_the_next_batch_is_read_while_the_previous_one_waits_to_be_stored(
     assert host.store.source_cursor("a") == "6"
 
 
+def test_two_batches_wait_for_a_slow_commit_while_a_third_is_read(
+        make_host, tmp_path, small_batches_behind):
+    seen: dict[str | None, int] = {}
+    blocker: list[sqlite3.Connection] = []
+
+    def on_read(cursor):
+        if cursor in ("2", "4"):  # batches one and two are handed over, held up below
+            seen[cursor] = committed_rows(host.store.path)
+        if cursor == "4":
+            blocker.pop().rollback()
+
+    source = CountingSource("a", 8, 2, on_read=on_read)
+    host = make_host(plugin(source), root=tmp_path / "root")
+    host.store.source_cursor("a")  # the store file exists
+    lock = sqlite3.connect(host.store.path, isolation_level=None)
+    lock.execute("BEGIN IMMEDIATE")  # another writer: the first batch must wait for it
+    blocker.append(lock)
+    assert host.tick().ok
+    assert seen == {"2": 0, "4": 0}, "the third read ran while no batch was stored yet"
+    assert committed_rows(host.store.path) == 8
+    assert host.store.source_cursor("a") == "8"
+
+
 def test_a_batch_refused_behind_the_next_read_drops_that_read_and_others_go_on(
         make_host, small_batches_behind):
     bad = CountingSource("bad", 8, 2, bad_from=2)
@@ -240,15 +263,17 @@ def test_a_batch_refused_behind_the_next_read_drops_that_read_and_others_go_on(
     report = host.tick()
     (step,) = report.failed
     assert "'bad' (bad_batch: RecordError)" in step.error
-    # Batch 3 was read while batch 2 was being refused: dropped, never stored.
-    assert bad.cursors == [None, "2", "4"]
+    # Batches 3 and 4 were read while batch 2 waited to be refused (two batches
+    # wait for the writer at most): both dropped, never stored, the writer's
+    # copy of batch 3 included.
+    assert bad.cursors == [None, "2", "4", "6"]
     assert host.store.source_cursor("bad") == "2"
     assert host.store.partitions()["bad"].row_count == 2
     assert host.store.partitions()["good"].row_count == 2
     assert host.store.source_health()["bad"].last_error == "bad_batch: RecordError"
     # The next tick starts again after the last batch stored.
     host.tick()
-    assert bad.cursors[3] == "2"
+    assert bad.cursors[4] == "2"
 
 
 def test_batches_stored_behind_the_reading_are_staged_on_the_reading_thread(

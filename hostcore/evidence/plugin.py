@@ -17,6 +17,7 @@ import logging
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
     import click
 
-    from hostcore.evidence.store import Appended
+    from hostcore.evidence.store import Appended, Staged
     from hostcore.host import Host
 
 log = logging.getLogger("hostcore.evidence")
@@ -74,6 +75,9 @@ INGEST_SLICE_SECONDS = 2.0
 # batch is read; a smaller one (a tick's few new lines) is stored at once, as
 # the thread would cost more than it saves.
 BACKGROUND_MIN_ROWS = 1_000
+# Batches handed to that thread and not stored yet, at most: with two, a slow
+# commit (SQLite copying its log into the file) delays the reading by nothing.
+BATCHES_IN_FLIGHT = 2
 # The interpreter's thread switch interval while a batch is stored behind the
 # reading of the next (seconds; see _Handover).
 STORE_SWITCH_INTERVAL = 0.0002
@@ -181,8 +185,9 @@ class IngestWorker:
 
 class _Handover:
     """One ingest step's batches on their way into the store: each is handed over
-    once read, and a large one is stored on a thread of its own while the next is
-    read. Leaving the ``with`` block waits for the last one."""
+    once read, and a large one is stored on a thread of its own while the next
+    ones are read (up to :data:`BATCHES_IN_FLIGHT` wait their turn). Leaving the
+    ``with`` block waits for every one."""
 
     def __init__(self, host: Host, counts: dict[str, int],
                  cursors: dict[str, str | None]) -> None:
@@ -193,7 +198,11 @@ class _Handover:
         # Sources that failed this step, with the kind of failure.
         self.failed: dict[str, str] = {}
         self._writer: ThreadPoolExecutor | None = None  # made for the first large batch
-        self._in_flight: tuple[str, SourceBatch, Future[Appended]] | None = None
+        # Oldest first; the writer stores them in this order.
+        self._in_flight: deque[tuple[str, SourceBatch, Future[Appended | None]]] = deque()
+        # Sources one of whose batches the writer could not store: it drops their
+        # later ones, whose cursors count on it. Only the writer thread adds to it.
+        self._broken: set[str] = set()
 
     def __enter__(self) -> _Handover:
         return self
@@ -223,12 +232,13 @@ class _Handover:
         except (RecordError, TypeError, ValueError) as exc:
             self._fail(name, "bad_batch", exc)
             return False
-        self._finish()
+        self._finish(keep=BATCHES_IN_FLIGHT - 1)
         if name in self.failed:
             return False  # read after a batch of its own that failed: dropped
         previous, self._cursors[name] = self._cursors[name], batch.cursor
         store = self._host.store
         if len(batch.rows) < BACKGROUND_MIN_ROWS:
+            self._finish()  # stored in the order read
             self._stored(name, batch, lambda: store.ingest(name, batch, previous=previous))
             return batch.more
         if self._writer is None:
@@ -239,19 +249,31 @@ class _Handover:
             _quick_switching.enter()
         # Staged here, so the writer thread runs little but SQLite and seldom
         # takes Python's global lock from the reading.
-        self._in_flight = (name, batch, self._writer.submit(
-            store.ingest, name, batch, previous=previous, staged=store.stage(batch.rows)))
+        self._in_flight.append((name, batch, self._writer.submit(
+            self._store_behind, name, batch, previous, store.stage(batch.rows))))
         return batch.more
 
-    def _finish(self) -> None:
-        """Wait for the batch in flight, if any, and count what it stored."""
-        if self._in_flight is None:
-            return
-        name, batch, future = self._in_flight
-        self._in_flight = None
-        self._stored(name, batch, future.result)
+    def _store_behind(self, name: str, batch: SourceBatch, previous: str | None,
+                      staged: Staged | None) -> Appended | None:
+        """Store ``batch`` (on the writer thread); None when an earlier batch of its
+        source failed, as the step then drops it."""
+        if name in self._broken:
+            return None
+        try:
+            return self._host.store.ingest(name, batch, previous=previous, staged=staged)
+        except BaseException:
+            self._broken.add(name)
+            raise
 
-    def _stored(self, name: str, batch: SourceBatch, store: Callable[[], Appended]) -> None:
+    def _finish(self, keep: int = 0) -> None:
+        """Wait for batches in flight, oldest first, until ``keep`` are left, and
+        count what each stored."""
+        while len(self._in_flight) > keep:
+            name, batch, future = self._in_flight.popleft()
+            self._stored(name, batch, future.result)
+
+    def _stored(self, name: str, batch: SourceBatch,
+                store: Callable[[], Appended | None]) -> None:
         try:
             outcome = store()
         except (RecordError, TypeError, ValueError) as exc:
@@ -259,6 +281,8 @@ class _Handover:
             # cannot be used: that fails the whole step).
             self._fail(name, "bad_batch", exc)
             return
+        if outcome is None:
+            return  # dropped behind a batch of its source that failed
         counts = self._counts
         counts["rows"] += outcome.inserted
         counts["lines_skipped"] += sum(batch.skipped.values()) + sum(outcome.rejected.values())
@@ -266,7 +290,7 @@ class _Handover:
             self._host.progress(f"ingest: {counts['rows']:,} rows so far")
 
     def _fail(self, name: str, reason: str, exc: Exception) -> None:
-        self._finish()  # the store is written in order: the batch in flight first
+        self._finish()  # the store is written in order: the batches in flight first
         host = self._host
         self._counts["failed"] += 1
         kind = f"{reason}: {type(exc).__name__}"

@@ -126,12 +126,13 @@ class IngestWorker:
     store (``hostcore status`` shows it), and once every other source had its
     turn the step fails naming it, so the exit status of ``run --once`` tells.
 
-    A batch of :data:`BACKGROUND_MIN_ROWS` rows or more is stored on a thread of
-    its own while the next batch is read (SQLite inserts a batch in one call,
-    during which Python runs on), so a backlog costs less than reading and
-    storing one after the other.
-    Each batch is still one transaction with its cursor, stored in the order
-    read; a batch read after one of its source's batches failed is dropped.
+    A batch of :data:`BACKGROUND_MIN_ROWS` rows or more is staged on the reading
+    thread (:meth:`Store.stage <hostcore.evidence.store.Store.stage>`) and stored
+    on a thread of its own while the next ones are read (SQLite inserts a few
+    thousand rows per call, during which Python runs on), so a backlog costs less
+    than reading and storing one after the other. Each batch is still one
+    transaction with its cursor, stored in the order read; a batch read after one
+    of its source's batches failed is dropped.
     """
 
     name = "ingest"

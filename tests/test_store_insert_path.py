@@ -70,6 +70,21 @@ def test_a_stored_key_in_a_later_chunk_keeps_the_whole_batch_out_of_the_fast_pat
     assert store.head_position() == 6  # no position was used up by the refused try
 
 
+def test_a_refused_batch_goes_row_by_row_under_the_ids_that_survived_its_rollback(tmp_path):
+    # The fast path's insert rolls the whole transaction back when the key index
+    # refuses a row (no statement journal), the new directory's scope with it.
+    store = Store(tmp_path / "store.sqlite3")
+    store.append([row(key="k1", directory="/old")], source="s", cursor="1")
+    outcome = store.ingest("s", SourceBatch([row(key="k2", directory="/new"), row(key="k1")],
+                                            "2"), previous="1")
+    assert outcome.inserted == 1
+    assert store.source_cursor("s") == "2"
+    with sqlite3.connect(store.path) as db:
+        assert db.execute("SELECT e.key, s.directory FROM evidence e JOIN scopes s "
+                          "ON s.id = e.scope ORDER BY e.position").fetchall() == [
+            ("k1", "/old"), ("k2", "/new")]
+
+
 TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"),
                max_size=30)
 
@@ -175,7 +190,7 @@ def test_a_batch_is_a_few_statements_whatever_its_rows_and_tuples(tmp_path, monk
     store._db.set_trace_callback(seen.append)
     second = rows(2_500)
     store.ingest("s", batch(second, "c2"), previous="c", staged=store.stage(second))
-    assert sum(s.startswith("INSERT INTO evidence") for s in seen) == 3
+    assert sum(s.startswith("INSERT OR ROLLBACK INTO evidence") for s in seen) == 3
     assert sum(s.startswith("INSERT INTO tuples") for s in seen) == 1
     assert len(seen) <= 15
     assert store.stats()["rows"] == 5_000

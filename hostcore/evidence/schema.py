@@ -92,6 +92,10 @@ def _values(width: int, count: int) -> str:
     return ", ".join([row] * count)
 
 
+INSERT = ("INSERT INTO evidence (part, scope, session_id, ts, git_remote, payload, key) "
+          "VALUES (?, ?, ?, ?, ?, ?, ?)")
+
+
 def insert_rows(count: int) -> str:
     """Insert ``count`` evidence rows in one statement, seven parameters each: part,
     scope, session_id, ts, git_remote, payload, key.
@@ -99,12 +103,13 @@ def insert_rows(count: int) -> str:
     One statement, not ``executemany``: SQLite does the work in one call, during
     which Python's other threads run (the ingest worker reads the next batch
     meanwhile), and it saves the per-row round trip, most of a plain insert's cost.
+    ``OR ROLLBACK``: a row the table refuses rolls the whole transaction back, so
+    SQLite keeps no statement journal (a copy of every page the statement changes,
+    written to a temporary file in case the statement alone must be undone).
     """
-    return ("INSERT INTO evidence (part, scope, session_id, ts, git_remote, payload, key) "
-            "VALUES " + _values(7, count))
-
-
-INSERT = insert_rows(1)
+    return ("INSERT OR ROLLBACK INTO evidence "
+            "(part, scope, session_id, ts, git_remote, payload, key) VALUES "
+            + _values(7, count))
 
 
 def count_tuples(count: int) -> str:

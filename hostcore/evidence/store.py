@@ -335,6 +335,12 @@ class Store:
             rejected: dict[str, dict[str, int]] = {}
             inserted = self._insert_at_once(db, rows, staged)
             if inserted is None:
+                if not db.in_transaction:
+                    # The insert refused a row and rolled everything back: again.
+                    self._ids_under = None  # ids it created are gone
+                    db.execute("BEGIN IMMEDIATE")
+                    self._check_ids(db)
+                    head = _head(db)
                 self._insert_one_by_one(db, rows, source, rejected)
                 inserted = _tuples_since(db, head)
             outcome.inserted = _count(db, inserted)
@@ -358,10 +364,11 @@ class Store:
         staged before). Returns the rows inserted per tuple, in the order tuples
         first appear.
 
-        Returns None, having inserted nothing, when a row's key is already stored
-        or repeats in the batch (the unique index refuses it) or a value cannot
-        be stored; the caller then goes row by row. Rows whose key a purge
-        recorded are left out here already.
+        Returns None when a row's key is already stored or repeats in the batch (the
+        unique index refuses it) or a value cannot be stored; the caller then goes
+        row by row. If it had begun inserting, it rolled the transaction back
+        (see schema.insert_rows), positions too: none is used up. Rows whose key a
+        purge recorded are left out here already.
         """
         staged = staged or self.stage(rows)
         if staged is None or not staged.values:
@@ -379,14 +386,12 @@ class Store:
             for (partition, scope, remote), n in staged.tuples.items()}
         if db.execute(schema.ANY_PURGED).fetchone() is not None:
             values, tuples = _without_purged(db, rows, values, tuples)
-        db.execute("SAVEPOINT batch")
         try:
             _insert_chunked(db, schema.insert_rows, values)
         except (sqlite3.IntegrityError, UnicodeEncodeError):
-            db.execute("ROLLBACK TO batch")  # positions too: none is used up
-            db.execute("RELEASE batch")
+            if db.in_transaction:  # a text it could not even bind: undo the chunks before
+                db.execute("ROLLBACK")
             return None
-        db.execute("RELEASE batch")
         return tuples
 
     def _insert_one_by_one(self, db: sqlite3.Connection, rows: list[EvidenceRow],

@@ -208,17 +208,22 @@ def committed_rows(path) -> int:
         return db.execute("SELECT COUNT(*) FROM evidence").fetchone()[0]
 
 
-def test_the_next_batch_is_read_while_the_previous_one_waits_to_be_stored(
-        make_host, tmp_path, small_batches_behind):
+@pytest.mark.parametrize("rows, held_until", [(6, "2"), (8, "4")])
+def test_reading_goes_on_while_batches_wait_to_be_stored(
+        make_host, tmp_path, small_batches_behind, rows, held_until):
+    # Another writer holds the store until the read from ``held_until``: with two
+    # batches in flight at most, the second read and the third run while no batch
+    # could be stored yet.
     seen: dict[str | None, int] = {}
     blocker: list[sqlite3.Connection] = []
 
     def on_read(cursor):
-        if cursor == "2":  # batch one is in the writer's hands, held up by the lock below
+        if cursor is not None and int(cursor) <= int(held_until):
             seen[cursor] = committed_rows(host.store.path)
+        if cursor == held_until:
             blocker.pop().rollback()
 
-    source = CountingSource("a", 6, 2, on_read=on_read)
+    source = CountingSource("a", rows, 2, on_read=on_read)
     host = make_host(plugin(source), root=tmp_path / "root")
     host.store.source_cursor("a")  # the store file exists
     lock = sqlite3.connect(host.store.path, isolation_level=None)
@@ -226,33 +231,10 @@ def test_the_next_batch_is_read_while_the_previous_one_waits_to_be_stored(
     blocker.append(lock)
     report = host.tick()
     assert report.ok, report.failed
-    assert seen == {"2": 0}, "the second read ran while the first batch was not stored yet"
-    assert source.cursors == [None, "2", "4"]
-    assert committed_rows(host.store.path) == 6
-    assert host.store.source_cursor("a") == "6"
-
-
-def test_two_batches_wait_for_a_slow_commit_while_a_third_is_read(
-        make_host, tmp_path, small_batches_behind):
-    seen: dict[str | None, int] = {}
-    blocker: list[sqlite3.Connection] = []
-
-    def on_read(cursor):
-        if cursor in ("2", "4"):  # batches one and two are handed over, held up below
-            seen[cursor] = committed_rows(host.store.path)
-        if cursor == "4":
-            blocker.pop().rollback()
-
-    source = CountingSource("a", 8, 2, on_read=on_read)
-    host = make_host(plugin(source), root=tmp_path / "root")
-    host.store.source_cursor("a")  # the store file exists
-    lock = sqlite3.connect(host.store.path, isolation_level=None)
-    lock.execute("BEGIN IMMEDIATE")  # another writer: the first batch must wait for it
-    blocker.append(lock)
-    assert host.tick().ok
-    assert seen == {"2": 0, "4": 0}, "the third read ran while no batch was stored yet"
-    assert committed_rows(host.store.path) == 8
-    assert host.store.source_cursor("a") == "8"
+    assert seen == {str(n): 0 for n in range(2, int(held_until) + 1, 2)}
+    assert source.cursors == [None, *(str(n) for n in range(2, rows, 2))]
+    assert committed_rows(host.store.path) == rows
+    assert host.store.source_cursor("a") == str(rows)
 
 
 def test_a_batch_refused_behind_the_next_read_drops_that_read_and_others_go_on(

@@ -1,8 +1,9 @@
-"""SIGKILL while ``hostcore run --once`` drains a backlog, a batch being stored on the
-writer thread while the next one is read: whenever the kill lands, the next run
-finishes the drain with every line stored exactly once.
+"""Faults while ``hostcore run --once`` drains a backlog, batches being stored on the
+writer thread while the next ones are read: a SIGKILL, wherever it lands, or a disk
+that fills up. The next run finishes the drain with every line stored exactly once.
 
-Real processes over real transcript files, killed at random points of their drain.
+Real processes over real transcript files, killed at random points of their drain,
+and a real tmpfs that runs out of room.
 """
 
 from __future__ import annotations
@@ -94,3 +95,56 @@ def test_sigkill_while_batches_are_stored_behind_the_reading_loses_and_doubles_n
         rows, keys = db.execute(
             "SELECT COUNT(*), COUNT(DISTINCT part || ':' || key) FROM evidence").fetchone()
     assert rows == keys == total
+
+
+FULL_DISK_SCRIPT = '''
+"""In a mount namespace: the state root on a tmpfs too small for the backlog, one
+run --once that fills it, then the tmpfs grown and one more run (JSON results out)."""
+import json, os, sqlite3, subprocess, sys
+from pathlib import Path
+
+home, root = Path(sys.argv[1]), Path(sys.argv[2])
+root.mkdir(mode=0o700)
+subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m,mode=0700", "tmpfs", str(root)],
+               check=True)
+(root / "hostcore.toml").write_text(
+    f'[plugins.claude-code]\\nhome = "{home}"\\n[plugins.codex]\\nhome = "{home}"\\n')
+env = {**os.environ, "HOSTCORE_LOAD_PLUGINS": "claude-code,codex"}
+runs = []
+for size in ("6m", "64m"):
+    subprocess.run(["mount", "-o", f"remount,size={size}", str(root)], check=True)
+    done = subprocess.run([sys.executable, "-m", "hostcore", "--root", str(root), "run",
+                           "--once"], env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=300)
+    with sqlite3.connect(f"file:{root / 'store.sqlite3'}?mode=ro", uri=True) as db:
+        stored = db.execute("SELECT COUNT(*) FROM evidence").fetchone()[0]
+    runs.append({"status": done.returncode, "stderr": done.stderr, "stored": stored})
+with sqlite3.connect(root / "store.sqlite3") as db:
+    counts = dict(db.execute("SELECT p.name, COUNT(*) FROM evidence e JOIN partitions p "
+                             "ON p.id = e.part GROUP BY p.name"))
+    rows, keys = db.execute(
+        "SELECT COUNT(*), COUNT(DISTINCT part || ':' || key) FROM evidence").fetchone()
+print(json.dumps({"runs": runs, "counts": counts, "rows": rows, "keys": keys}))
+'''
+
+
+def test_a_disk_that_fills_while_batches_are_stored_behind_the_reading_loses_nothing(
+        tmp_path, mount_namespace):
+    home = tmp_path / "home"
+    backlog(home)
+    script = tmp_path / "full_disk.py"
+    script.write_text(FULL_DISK_SCRIPT)
+    done = subprocess.run([*mount_namespace, sys.executable, str(script), str(home),
+                           str(tmp_path / "root")], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    full, roomy = found["runs"]
+    # The full disk fails the run, naming the store and the reason, never a path of
+    # a transcript; the run after it, with room again, stores every line once.
+    assert 0 < full["stored"] < sum(EXPECTED.values()), "the disk filled mid-drain"
+    assert full["status"] == 1, full["stderr"]
+    assert "store.sqlite3" in full["stderr"] and "no space left" in full["stderr"].lower()
+    assert str(home) not in full["stderr"]
+    assert roomy["status"] == 0, roomy["stderr"]
+    assert found["counts"] == EXPECTED
+    assert found["rows"] == found["keys"] == sum(EXPECTED.values())

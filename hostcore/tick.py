@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from hostcore.files import keep_report, read_report
-from hostcore.plugin.registration import Worker, WorkerResult, availability
+from hostcore.plugin.registration import StepFailed, Worker, WorkerResult, availability
 
 if TYPE_CHECKING:
     from hostcore.host import Host
@@ -108,14 +108,19 @@ def tick(host: Host, stop: threading.Event | None = None) -> TickReport:
 def _run_step(host: Host, worker: Worker) -> StepReport:
     if availability(worker) is not None:
         return StepReport(name=worker.name, ok=True, skipped=True)
+    counts: dict[str, int] = {}
     try:
         with host.step_lock():
             result = worker.run(host)
     except Exception as exc:
+        if isinstance(exc, StepFailed):  # what the step did before it failed, and why
+            counts, exc = exc.counts, (exc.__cause__ if isinstance(exc.__cause__, Exception)
+                                       else exc)
         # Log the kind of failure only: messages can carry paths or names.
         log.warning("step %r failed: %s", worker.name, type(exc).__name__)
         log.debug("step %r failed", worker.name, exc_info=True)
-        return StepReport(name=worker.name, ok=False, error=f"{type(exc).__name__}: {exc}")
+        return StepReport(name=worker.name, ok=False, error=f"{type(exc).__name__}: {exc}",
+                          counts=counts)
     if not isinstance(result, WorkerResult):
         return StepReport(name=worker.name, ok=False,
                           error=f"returned {type(result).__name__}, not WorkerResult")

@@ -145,6 +145,8 @@ def test_a_disk_that_fills_while_batches_are_stored_behind_the_reading_loses_not
     assert full["status"] == 1, full["stderr"]
     assert "store.sqlite3" in full["stderr"] and "no space left" in full["stderr"].lower()
     assert str(home) not in full["stderr"]
+    # ... and the tick line still says how many rows it stored before the disk filled.
+    assert f"rows in {full['stored']:,}" in full["stderr"]
     assert roomy["status"] == 0, roomy["stderr"]
     assert found["counts"] == EXPECTED
     assert found["rows"] == found["keys"] == sum(EXPECTED.values())

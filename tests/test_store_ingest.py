@@ -111,6 +111,8 @@ def test_a_source_that_raises_is_skipped_others_ingest_and_the_step_fails_naming
     assert "exploded" not in caplog.text, "warnings carry the kind, not the message"
     (ingested,) = collected_events.named("evidence.ingested")
     assert ingested.attributes["failed"] == 2 and ingested.attributes["rows"] == 2
+    assert step.counts["rows"] == 2  # the failed step still says what it stored
+    assert "rows in 2" in report.summary()
 
 
 def test_a_failing_source_is_retried_next_tick_and_its_health_says_what_failed(make_host):

@@ -13,7 +13,7 @@ import pytest
 
 from hostcore import hookimpl
 from hostcore.host import BACKLOG_INTERVAL_SECONDS
-from hostcore.plugin.registration import WorkerResult
+from hostcore.plugin.registration import StepFailed, WorkerResult
 
 
 class RecordingStop:
@@ -241,3 +241,34 @@ def test_the_tick_line_says_rows_in_rows_out_questions_and_what_failed():
                                 "rows out 7, questions 5; work pending")
     quiet = TickReport(steps=[StepReport("ingest", True)], duration_ms=3)
     assert quiet.summary() == "tick ok in 3 ms: nothing changed"
+
+
+class PartlyDone:
+    """A worker that did some work, then failed, saying what it did."""
+
+    name = "partly"
+
+    def run(self, host):
+        try:
+            raise OSError("no space left on device")
+        except OSError as exc:
+            raise StepFailed({"rows": 25_000}) from exc
+
+
+class Failing:
+    name = "failing"
+
+    def run(self, host):
+        raise ValueError("boom")
+
+
+def test_a_step_that_failed_after_part_of_its_work_reports_that_work(make_host, caplog):
+    host = make_host(plugin_with(PartlyDone(), Failing()))
+    with caplog.at_level("WARNING", logger="hostcore.tick"):
+        report = host.tick()
+    partly, failing = report.failed
+    # The failure is the cause's, as if the worker had raised it; the counts are kept.
+    assert partly.name == "partly" and partly.error == "OSError: no space left on device"
+    assert partly.counts == {"rows": 25_000}
+    assert failing.error == "ValueError: boom" and failing.counts == {}
+    assert "step 'partly' failed: OSError" in caplog.text

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from hostcore.errors import HostcoreError, RecordError
 from hostcore.evidence.rows import SourceBatch
 from hostcore.plugin.markers import hookimpl
-from hostcore.plugin.registration import Source, WorkerResult, availability
+from hostcore.plugin.registration import Source, StepFailed, WorkerResult, availability
 from hostcore.records import convert
 from hostcore.telemetry import EventSpec
 
@@ -154,18 +154,23 @@ class IngestWorker:
                 ready.append(source)
         counts["sources"] = len(ready)
         deadline = self._clock() + self.slice_seconds
-        with _Handover(host, counts, {s.name: host.store.source_cursor(s.name) for s in ready}
-                       ) as handover:
-            while ready:
-                ready = [source for source in ready if handover.read_once(source)]
-                if self._clock() >= deadline:
-                    break
+        cursors = {s.name: host.store.source_cursor(s.name) for s in ready}
+        try:
+            with _Handover(host, counts, cursors) as handover:
+                while ready:
+                    ready = [source for source in ready if handover.read_once(source)]
+                    if self._clock() >= deadline:
+                        break
+        except Exception as exc:
+            # The batches stored before the store failed (a full disk) stay stored.
+            raise StepFailed(counts) from exc
         failed = handover.failed
         pending = any(source.name not in failed for source in ready)
         host.emit("evidence.ingested", more=pending, **counts)
         if failed:
-            raise SourcesFailed(f"{len(failed)} source(s) failed and were skipped: " + ", ".join(
-                f"{name!r} ({kind})" for name, kind in sorted(failed.items())))
+            raise StepFailed(counts) from SourcesFailed(
+                f"{len(failed)} source(s) failed and were skipped: " + ", ".join(
+                    f"{name!r} ({kind})" for name, kind in sorted(failed.items())))
         return WorkerResult(pending=pending, counts=counts)
 
     def status(self) -> dict[str, Any]:

@@ -17,7 +17,8 @@
   :class:`EventSpec`, and :func:`apply_governance`;
 * the errors a plugin raises or meets: :class:`ProviderError`,
   :class:`Conflict`, :class:`ConfigError`, :class:`RecordError`,
-  :class:`HostcoreError`;
+  :class:`HostcoreError`, and :class:`StepFailed` (a worker's step that failed
+  after part of its work);
 * for destinations: :func:`check_continuity` and :class:`DestinationChanged`;
 * state-file helpers: :func:`atomic_write`, :func:`ensure_dir`, :func:`file_lock`,
   and :func:`decode_json` / :func:`encode_json` (errors name the input).
@@ -69,6 +70,7 @@ if TYPE_CHECKING:
         PolicyInput,
         Provider,
         Source,
+        StepFailed,
         TelemetrySink,
         Worker,
         WorkerResult,
@@ -89,7 +91,8 @@ _HOMES: dict[str, str] = {
     **dict.fromkeys(("hookimpl", "hookspec"), "hostcore.plugin.markers"),
     "Host": "hostcore.host",
     **dict.fromkeys(("Source", "Provider", "PolicyInput", "TelemetrySink", "Worker",
-                     "Destination", "WorkerResult"), "hostcore.plugin.registration"),
+                     "Destination", "WorkerResult", "StepFailed"),
+                    "hostcore.plugin.registration"),
     **dict.fromkeys(("EvidenceRow", "SourceBatch", "PartitionVersion"),
                     "hostcore.evidence.rows"),
     **dict.fromkeys(("WorkItemRef", "WorkItem", "ScopeListing", "Listing", "Closure",
@@ -127,6 +130,7 @@ __all__ = [
     "ScopeListing",
     "Source",
     "SourceBatch",
+    "StepFailed",
     "TelemetrySink",
     "WorkItem",
     "WorkItemEvent",

@@ -43,6 +43,17 @@ class WorkerResult(msgspec.Struct, frozen=True, kw_only=True):
     counts: dict[str, int] = msgspec.field(default_factory=dict)
 
 
+class StepFailed(Exception):
+    """Raise from ``Worker.run`` as ``raise StepFailed(counts) from error`` when the
+    step failed after doing part of its work (rows stored before the disk filled,
+    say): the tick reports the failure as ``error``'s kind and message, with
+    ``counts``, what the step did, as a :class:`WorkerResult`'s counts would be."""
+
+    def __init__(self, counts: Mapping[str, int]) -> None:
+        super().__init__("the step failed after part of its work (see the cause)")
+        self.counts = dict(counts)
+
+
 @runtime_checkable
 class Source(Protocol):
     """Evidence since a cursor. See ``hostcore_sources`` for the contract."""

@@ -318,3 +318,19 @@ def test_overlapping_steps_of_two_hosts_put_back_the_interval_they_found():
     assert sys.getswitchinterval() == pytest.approx(min(before, STORE_SWITCH_INTERVAL))
     switching.leave()
     assert sys.getswitchinterval() == before
+
+
+def test_a_small_batch_read_behind_a_refused_one_of_its_source_is_dropped(
+        make_host, monkeypatch):
+    # The first batch (two rows and a non-row) goes to the writer; the second, one
+    # row, would be stored at once: it must wait for the first, and be dropped
+    # when that one is refused, or its cursor would skip the refused rows.
+    monkeypatch.setattr(ingest_plugin, "BACKGROUND_MIN_ROWS", 3)
+    source = CountingSource("a", 3, 2, bad_from=0)
+    host = make_host(plugin(source))
+    report = host.tick()
+    (step,) = report.failed
+    assert "'a' (bad_batch: RecordError)" in step.error
+    assert source.cursors == [None, "2"]
+    assert host.store.source_cursor("a") is None
+    assert "a" not in host.store.partitions()

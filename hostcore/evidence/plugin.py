@@ -238,13 +238,16 @@ class _Handover:
         except (RecordError, TypeError, ValueError) as exc:
             self._fail(name, "bad_batch", exc)
             return False
-        self._finish(keep=BATCHES_IN_FLIGHT - 1)
+        at_once = len(batch.rows) < BACKGROUND_MIN_ROWS
+        # A batch stored here waits for every one before it (the store is written in
+        # order); one handed to the writer waits only for room in its queue, and the
+        # writer drops it if a batch of its source ahead of it fails.
+        self._finish(keep=0 if at_once else BATCHES_IN_FLIGHT - 1)
         if name in self.failed:
             return False  # read after a batch of its own that failed: dropped
         previous, self._cursors[name] = self._cursors[name], batch.cursor
         store = self._host.store
-        if len(batch.rows) < BACKGROUND_MIN_ROWS:
-            self._finish()  # stored in the order read
+        if at_once:
             self._stored(name, batch, lambda: store.ingest(name, batch, previous=previous))
             return batch.more
         if self._writer is None:

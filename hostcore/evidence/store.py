@@ -292,15 +292,16 @@ class Store:
             for row in rows:
                 if not isinstance(row, EvidenceRow):
                     return None
-                partition, scope = row.partition, (row.directory, row.source_id)
+                partition, source_id = row.partition, row.source_id
                 session, ts, remote, key = row.session_id, row.ts, row.git_remote, row.key
                 # Only plain text, free of NUL, goes this way (see storable_text);
                 # a lone surrogate fails the insert itself.
-                if not (partition and scope[1] and type(session) is str and type(ts) is str
+                if not (partition and source_id and type(session) is str and type(ts) is str
                         and type(remote) is str and (key is None or type(key) is str)) or (
                         "\0" in session or "\0" in ts or "\0" in remote
                         or (key is not None and "\0" in key)):
                     return None
+                scope = (row.directory, source_id)
                 values.append((partition, scope, session, canonical(ts), remote,
                                encode(row.payload).decode(), key))
                 found = (partition, scope, remote)

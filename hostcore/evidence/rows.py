@@ -15,7 +15,7 @@ from hostcore.errors import RecordError
 __all__ = ["EvidenceRow", "PartitionVersion", "SourceBatch", "storable_text"]
 
 
-class EvidenceRow(msgspec.Struct, kw_only=True):
+class EvidenceRow(msgspec.Struct, kw_only=True, gc=False):
     """One piece of evidence as a source hands it to the store.
 
     ``ts`` is ISO-8601; a parseable value is stored in the canonical UTC form
@@ -23,6 +23,10 @@ class EvidenceRow(msgspec.Struct, kw_only=True):
     unparseable one is kept as given (and is never matched by ``before``).
     ``key``, when set, is unique within the partition: appending a row whose key
     is already there adds nothing, which makes re-reading an input idempotent.
+
+    Rows are not tracked by the cycle collector (``gc=False``): a batch holds
+    thousands, and tracking them made collections a tenth of an ingest. So a
+    payload must never refer back to its row (JSON could not hold it anyway).
     """
 
     partition: str

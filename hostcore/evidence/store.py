@@ -35,7 +35,6 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from itertools import chain
 from pathlib import Path
 from typing import Any, NamedTuple, NoReturn
 
@@ -66,6 +65,8 @@ _encoder = msgspec.json.Encoder()
 INSERT_CHUNK_ROWS = 2_500
 # (partition id, scope id, git remote): what the tuples table counts rows by.
 TupleKey = tuple[int, int, str]
+# Parameters of one evidence row in an insert (see schema.insert_rows).
+ROW_PARAMS = 7
 
 # Why a row was not stored although its batch was (counted per source).
 UNENCODABLE = "unencodable"  # text no destination can hold: a lone surrogate, or NUL
@@ -85,14 +86,25 @@ class Appended(msgspec.Struct):
 
 
 class Staged(NamedTuple):
-    """A batch's insert values, worked out by :meth:`Store.stage` ahead of the
-    transaction that stores them: partitions and scopes still by name."""
+    """A batch's insert parameters, worked out by :meth:`Store.stage` ahead of the
+    transaction that stores them.
+
+    A partition or scope whose id the store had cached is staged by that id, and
+    the id is listed in ``ids``: the transaction uses the parameters only if its
+    own look at the ids (after checking no purge moved them) finds each one
+    still so. One the store had not met yet is staged by name, ``partition`` or
+    ``(directory, source_id)``, and the transaction puts its id in.
+    """
 
     rows: list[EvidenceRow]
-    # Per row: partition, (directory, source id), session_id, ts, git_remote, payload, key.
-    values: list[tuple[Any, ...]]
-    # Rows per (partition, (directory, source id), git_remote), in order of first appearance.
-    tuples: dict[tuple[str, tuple[str, str], str], int]
+    # Seven per row: part, scope, session_id, ts, git_remote, payload, key.
+    params: list[Any]
+    # Each cached id the parameters use, by partition name or (directory, source id).
+    ids: dict[str | tuple[str, str], int]
+    # Where a row's part and scope start in params, for each row staged with a name.
+    named: list[int]
+    # Rows per (part, scope, git_remote), as in params, in order of first appearance.
+    tuples: dict[tuple[Any, Any, str], int]
 
 
 class SourceHealth(msgspec.Struct):
@@ -273,9 +285,9 @@ class Store:
         return self._append(batch.rows, source, batch.cursor, skipped, ok=True, staged=staged)
 
     def stage(self, rows: list[EvidenceRow]) -> Staged | None:
-        """Work out the insert values of ``rows`` ahead of the transaction that stores
-        them (:meth:`ingest` with ``staged=``), touching neither the file nor any
-        state of the store, so any thread may call it.
+        """Work out the insert parameters of ``rows`` ahead of the transaction that
+        stores them (:meth:`ingest` with ``staged=``), touching neither the file
+        nor any state of the store, so any thread may call it.
 
         The ingest worker stages a batch on the thread that read it: the thread
         that stores it then runs little but SQLite, and seldom takes Python's
@@ -284,31 +296,65 @@ class Store:
         holds NUL, a payload JSON cannot hold): the store then checks the rows one
         by one.
         """
-        values: list[tuple[Any, ...]] = []
-        tuples: dict[tuple[str, tuple[str, str], str], int] = {}
+        params: list[Any] = []
+        ids: dict[str | tuple[str, str], int] = {}
+        named: list[int] = []
+        tuples: dict[tuple[Any, Any, str], int] = {}
         tuples_get = tuples.get
         encode = _encoder.encode
+        # Rows come in runs of one directory: ids are looked up once a run.
+        group: tuple[object, object, object] = (None, None, None)
+        part: Any = None
+        scope: Any = None
+        by_name = False
         try:
             for row in rows:
                 if not isinstance(row, EvidenceRow):
                     return None
-                partition, source_id = row.partition, row.source_id
+                partition, source_id, directory = row.partition, row.source_id, row.directory
                 session, ts, remote, key = row.session_id, row.ts, row.git_remote, row.key
                 # Only plain text, free of NUL, goes this way (see storable_text);
                 # a lone surrogate fails the insert itself.
-                if not (partition and source_id and type(session) is str and type(ts) is str
-                        and type(remote) is str and (key is None or type(key) is str)) or (
+                if not (type(session) is str and type(ts) is str and type(remote) is str
+                        and (key is None or type(key) is str)) or (
                         "\0" in session or "\0" in ts or "\0" in remote
                         or (key is not None and "\0" in key)):
                     return None
-                scope = (row.directory, source_id)
-                values.append((partition, scope, session, canonical(ts), remote,
-                               encode(row.payload).decode(), key))
-                found = (partition, scope, remote)
-                tuples[found] = tuples_get(found, 0) + 1
+                if (directory != group[1] or partition != group[0]
+                        or source_id != group[2]):
+                    group = (partition, directory, source_id)
+                    found = self._cached_ids(partition, directory, source_id, ids)
+                    if found is None:
+                        return None
+                    part, scope, by_name = found
+                if by_name:
+                    named.append(len(params))
+                params += (part, scope, session, canonical(ts), remote,
+                           encode(row.payload).decode(), key)
+                counted = (part, scope, remote)
+                tuples[counted] = tuples_get(counted, 0) + 1
         except (TypeError, ValueError, UnicodeEncodeError, OverflowError):
             return None
-        return Staged(rows, values, tuples)
+        return Staged(rows, params, ids, named, tuples)
+
+    def _cached_ids(self, partition: object, directory: object, source_id: object,
+                    ids: dict[str | tuple[str, str], int]) -> tuple[Any, Any, bool] | None:
+        """The part and scope a row is staged with: each its cached id (noted in
+        ``ids``) or, when none is cached, its name; and whether either is a name.
+        None when a name is not plain non-empty text."""
+        if not (partition and source_id and type(partition) is str
+                and type(source_id) is str and type(directory) is str):
+            return None
+        scope_key = (directory, source_id)
+        # Read without the store's lock: a stale id is caught by the transaction.
+        part = self._part_ids.get(partition)
+        scope = self._scope_ids.get(scope_key)
+        if part is not None:
+            ids[partition] = part
+        if scope is not None:
+            ids[scope_key] = scope
+        return (partition if part is None else part, scope_key if scope is None else scope,
+                part is None or scope is None)
 
     def record_failure(self, source: str, kind: str) -> None:
         """Note that reading or storing ``source`` failed this time (``kind`` says
@@ -355,15 +401,16 @@ class Store:
             for name, counts in rejected.items():
                 for reason, n in counts.items():
                     outcome.rejected[reason] = outcome.rejected.get(reason, 0) + n
-                _note_health(db, name, [counts], recovered=False)
+                if name:
+                    _note_health(db, name, [counts], recovered=False)
         return outcome
 
     def _insert_at_once(self, db: sqlite3.Connection, rows: list[EvidenceRow],
                         staged: Staged | None) -> dict[TupleKey, int] | None:
         """The common case, every row new and storable, inserted by one statement per
-        :data:`INSERT_CHUNK_ROWS` rows from its staged values (staged here unless
-        staged before). Returns the rows inserted per tuple, in the order tuples
-        first appear.
+        :data:`INSERT_CHUNK_ROWS` rows from its staged parameters (staged here
+        unless staged before with ids that still hold). Returns the rows inserted
+        per tuple, in the order tuples first appear.
 
         Returns None when a row's key is already stored or repeats in the batch (the
         unique index refuses it) or a value cannot be stored; the caller then goes
@@ -371,29 +418,63 @@ class Store:
         (see schema.insert_rows), positions too: none is used up. Rows whose key a
         purge recorded are left out here already.
         """
-        staged = staged or self.stage(rows)
-        if staged is None or not staged.values:
-            return None if staged is None else {}  # nothing to insert, or row by row
-        # Each partition and scope named once, then every row's ids looked up by
-        # C loops (map, zip): no bytecode per row on the thread that writes.
-        partitions, scopes, *columns = zip(*staged.values, strict=True)
-        if (any(self._partition_id(db, name) is None for name in dict.fromkeys(partitions))
-                or any(self._scope_id(db, *scope) is None for scope in dict.fromkeys(scopes))):
-            return None
-        values = list(zip(map(self._part_ids.__getitem__, partitions),
-                          map(self._scope_ids.__getitem__, scopes), *columns, strict=True))
-        tuples: dict[TupleKey, int] = {
-            (self._part_ids[partition], self._scope_ids[scope], remote): n
-            for (partition, scope, remote), n in staged.tuples.items()}
+        if staged is None or not self._ids_hold(staged.ids):
+            staged = self.stage(rows)  # ids are looked up under this transaction
+        if staged is None or not staged.params:
+            return None if staged is None else {}  # row by row, or nothing to insert
+        params, tuples = staged.params, staged.tuples
+        if staged.named:
+            found = self._ids_for_names(db, params, staged.named, tuples)
+            if found is None:
+                return None
+            params, tuples = found
         if db.execute(schema.ANY_PURGED).fetchone() is not None:
-            values, tuples = _without_purged(db, rows, values, tuples)
+            params, tuples = _without_purged(db, rows, params, tuples)
         try:
-            _insert_chunked(db, schema.insert_rows, values)
+            _insert_chunked(db, schema.insert_rows, params, ROW_PARAMS)
         except (sqlite3.IntegrityError, UnicodeEncodeError):
             if db.in_transaction:  # a text it could not even bind: undo the chunks before
                 db.execute("ROLLBACK")
             return None
         return tuples
+
+    def _ids_hold(self, ids: dict[str | tuple[str, str], int]) -> bool:
+        """Whether every id staged from the cache is the one cached now (the caller
+        checked no purge or drop moved the cache since: see _check_ids)."""
+        for name, found in ids.items():
+            cached = (self._part_ids.get(name) if isinstance(name, str)
+                      else self._scope_ids.get(name))
+            if cached != found:
+                return False
+        return True
+
+    def _ids_for_names(self, db: sqlite3.Connection, params: list[Any], named: list[int],
+                       tuples: dict[tuple[Any, Any, str], int]
+                       ) -> tuple[list[Any], dict[TupleKey, int]] | None:
+        """``params`` and ``tuples`` with every partition and scope staged by name
+        given its id (created if new); None when a name cannot be stored."""
+        def id_of(value: Any) -> int | None:
+            if type(value) is int:
+                return value
+            if type(value) is str:
+                return self._partition_id(db, value)
+            return self._scope_id(db, *value)
+
+        params = list(params)
+        for at in named:
+            part, scope = id_of(params[at]), id_of(params[at + 1])
+            if part is None or scope is None:
+                return None
+            params[at], params[at + 1] = part, scope
+        # A name cached while the batch was staged appears both ways: add them up.
+        counted: dict[TupleKey, int] = {}
+        for (part, scope, remote), n in tuples.items():
+            part_id, scope_id = id_of(part), id_of(scope)
+            if part_id is None or scope_id is None:
+                return None
+            found = (part_id, scope_id, remote)
+            counted[found] = counted.get(found, 0) + n
+        return params, counted
 
     def _insert_one_by_one(self, db: sqlite3.Connection, rows: list[EvidenceRow],
                            source: str | None, rejected: dict[str, dict[str, int]]) -> None:
@@ -403,7 +484,9 @@ class Store:
         for row in rows:
             values = self._values(db, row)
             if isinstance(values, str):
-                counts = rejected.setdefault(source or row.source_id, {})
+                # A source id that is not text names no source's health.
+                owner = source or row.source_id
+                counts = rejected.setdefault(owner if isinstance(owner, str) else "", {})
                 counts[values] = counts.get(values, 0) + 1
                 continue
             prepared.append(values)
@@ -442,9 +525,13 @@ class Store:
             self._ids_under = current
 
     def _partition_id(self, db: sqlite3.Connection, name: str) -> int | None:
+        """The id of partition ``name`` (created if new); None when the name is
+        not text that can be stored."""
+        if not isinstance(name, str):
+            return None
         part = self._part_ids.get(name)
         if part is None:
-            if not isinstance(name, str) or not storable_text(name):
+            if not storable_text(name):
                 return None
             found = db.execute("SELECT id FROM partitions WHERE name = ?", (name,)).fetchone()
             if found is None:
@@ -455,11 +542,14 @@ class Store:
         return part
 
     def _scope_id(self, db: sqlite3.Connection, directory: str, source_id: str) -> int | None:
+        """The id of the scope (``directory``, ``source_id``), created if new; None
+        when either is not text that can be stored."""
+        if not (isinstance(directory, str) and isinstance(source_id, str)):
+            return None
         key = (directory, source_id)
         scope = self._scope_ids.get(key)
         if scope is None:
-            if not (isinstance(directory, str) and storable_text(directory)
-                    and isinstance(source_id, str) and storable_text(source_id)):
+            if not (storable_text(directory) and storable_text(source_id)):
                 return None
             db.execute("INSERT OR IGNORE INTO scopes (directory, source_id) VALUES (?, ?)", key)
             scope = db.execute("SELECT id FROM scopes WHERE directory = ? AND source_id = ?",
@@ -647,30 +737,29 @@ def _head(db: sqlite3.Connection) -> int:
 
 
 def _insert_chunked(db: sqlite3.Connection, statement: Callable[[int], str],
-                    values: list[tuple[Any, ...]]) -> None:
-    """Run ``statement(n)`` (a multi-row ``VALUES`` statement) over ``values``, in
-    order, up to :data:`INSERT_CHUNK_ROWS` rows a time.
+                    params: list[Any], width: int) -> None:
+    """Run ``statement(n)`` (a multi-row ``VALUES`` statement of ``width``
+    parameters a row) over ``params``, in order, up to :data:`INSERT_CHUNK_ROWS`
+    rows a time.
 
     Never ``executemany``: it takes Python's global lock back after every row,
     and while the ingest worker reads on another thread each of those takes
     costs both threads a switch.
     """
-    if not values:
-        return
-    limit = db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // len(values[0])
-    per_statement = min(INSERT_CHUNK_ROWS, limit)
-    for start in range(0, len(values), per_statement):
-        chunk = values[start:start + per_statement]
-        db.execute(statement(len(chunk)), tuple(chain.from_iterable(chunk)))
+    limit = db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width
+    step = min(INSERT_CHUNK_ROWS, limit) * width
+    for start in range(0, len(params), step):
+        chunk = params[start:start + step]
+        db.execute(statement(len(chunk) // width), chunk)
 
 
-def _tuples_of(prepared: list[tuple[Any, ...]]) -> dict[TupleKey, int]:
-    """Rows per tuple among insert values, in the order tuples first appear (the
+def _tuples_of(params: list[Any]) -> dict[TupleKey, int]:
+    """Rows per tuple among insert parameters, in the order tuples first appear (the
     order their ids are given in)."""
     tuples: dict[TupleKey, int] = {}
     get = tuples.get
-    for values in prepared:
-        found = (values[0], values[1], values[4])
+    for at in range(0, len(params), ROW_PARAMS):
+        found = (params[at], params[at + 1], params[at + 4])
         tuples[found] = get(found, 0) + 1
     return tuples
 
@@ -689,7 +778,8 @@ def _count(db: sqlite3.Connection, inserted: dict[TupleKey, int]) -> int:
         parts[part] = parts.get(part, 0) + n
     db.executemany("UPDATE partitions SET row_count = row_count + ? WHERE id = ?",
                    [(n, part) for part, n in parts.items()])
-    _insert_chunked(db, schema.count_tuples, [(*found, n) for found, n in inserted.items()])
+    _insert_chunked(db, schema.count_tuples,
+                    [value for found, n in inserted.items() for value in (*found, n)], 4)
     return sum(parts.values())
 
 
@@ -698,17 +788,17 @@ def _purged(db: sqlite3.Connection, digests: list[str]) -> set[str]:
     return {d for (d,) in db.execute(schema.PURGED_DIGESTS, (_encoder.encode(digests),))}
 
 
-def _without_purged(db: sqlite3.Connection, rows: list[EvidenceRow],
-                    values: list[tuple[Any, ...]], tuples: dict[TupleKey, int]
-                    ) -> tuple[list[tuple[Any, ...]], dict[TupleKey, int]]:
-    """``values`` (one per row) and ``tuples`` without the rows whose key a purge
-    recorded."""
+def _without_purged(db: sqlite3.Connection, rows: list[EvidenceRow], params: list[Any],
+                    tuples: dict[TupleKey, int]) -> tuple[list[Any], dict[TupleKey, int]]:
+    """``params`` (:data:`ROW_PARAMS` per row) and ``tuples`` without the rows whose
+    key a purge recorded."""
     digests = [schema.key_digest(row.partition, row.key) for row in rows if row.key is not None]
     gone = _purged(db, digests)
     if not gone:
-        return values, tuples
-    kept = [found for found, digest in zip(values, _digest_per_row(rows, digests), strict=True)
-            if digest not in gone]
+        return params, tuples
+    kept = [value for at, digest in enumerate(_digest_per_row(rows, digests))
+            if digest not in gone
+            for value in params[at * ROW_PARAMS:(at + 1) * ROW_PARAMS]]
     return kept, _tuples_of(kept)
 
 

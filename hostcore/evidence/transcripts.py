@@ -86,9 +86,10 @@ class TranscriptCursor(msgspec.Struct):
     files: dict[str, FileState] = msgspec.field(default_factory=dict)
 
 
-class Line(msgspec.Struct):
+class Line(msgspec.Struct, gc=False):
     """One complete line: where it starts, its bytes (without the newline) or, when
-    ``oversized``, only its first ``max_line_bytes`` bytes, and where it ends."""
+    ``oversized``, only its first ``max_line_bytes`` bytes, and where it ends.
+    Untracked by the cycle collector (it holds no container): one is made per line."""
 
     start: int
     data: bytes

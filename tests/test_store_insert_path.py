@@ -126,13 +126,30 @@ def test_a_staged_batch_is_stored_as_the_same_batch_unstaged(tmp_path):
     assert staged_store.stats() == plain_store.stats()
 
 
+def test_runs_of_rows_staged_by_name_each_get_their_own_ids(tmp_path):
+    store = Store(tmp_path / "store.sqlite3")
+    store.append([row(key="seed", directory="/w/1")])  # cached: staged by id
+    rows = [EvidenceRow(partition=f"p{n // 20}", source_id="s", directory=f"/w/{n // 7 % 3}",
+                        key=f"k{n}") for n in range(60)]
+    staged = store.stage(rows)
+    assert staged is not None and len(staged.named) > 1
+    store.ingest("s", batch(rows), previous=None, staged=staged)
+    with sqlite3.connect(store.path) as db:
+        found = db.execute("SELECT p.name, s.directory, e.key FROM evidence e JOIN partitions p "
+                           "ON p.id = e.part JOIN scopes s ON s.id = e.scope "
+                           "WHERE e.key != 'seed' ORDER BY e.position").fetchall()
+    assert found == [(r.partition, r.directory, r.key) for r in rows]
+    assert {name: v.row_count for name, v in store.partitions().items()} == {
+        "p": 1, "p0": 20, "p1": 20, "p2": 20}
+
+
 def test_staging_needs_neither_the_file_nor_the_store_open(tmp_path):
     store = Store(tmp_path / "store.sqlite3")
     store.close()
     staged = store.stage([row(key="k", directory="/w")])
     assert staged is not None
     # Nothing cached: by name, for the transaction to give ids.
-    assert (staged.params[:2], staged.named, staged.ids) == (["p", ("/w", "s")], [0], {})
+    assert (staged.params[:2], staged.named, staged.ids) == (["p", ("/w", "s")], [(0, 7)], {})
 
 
 def test_ids_that_moved_between_staging_and_storing_are_never_written(tmp_path):
@@ -187,7 +204,7 @@ def test_a_scope_cached_while_its_batch_was_staged_counts_each_row_once(
     rows = [row(key="1", directory="/a"), row(key="2", directory="/b"),
             row(key="3", directory="/a")]
     staged = store.stage(rows)
-    assert staged is not None and staged.named == [0, 7]
+    assert staged is not None and staged.named == [(0, 7), (7, 14)]
     store.ingest("s", batch(rows), previous=None, staged=staged)
     with sqlite3.connect(store.path) as db:
         counted = db.execute("SELECT s.directory, t.rows FROM tuples t JOIN scopes s "

@@ -101,8 +101,8 @@ class Staged(NamedTuple):
     params: list[Any]
     # Each cached id the parameters use, by partition name or (directory, source id).
     ids: dict[str | tuple[str, str], int]
-    # Where a row's part and scope start in params, for each row staged with a name.
-    named: list[int]
+    # The runs of params, (start, stop), whose rows' part and scope are staged by name.
+    named: list[tuple[int, int]]
     # Rows per (part, scope, git_remote), as in params, in order of first appearance.
     tuples: dict[tuple[Any, Any, str], int]
 
@@ -298,7 +298,7 @@ class Store:
         """
         params: list[Any] = []
         ids: dict[str | tuple[str, str], int] = {}
-        named: list[int] = []
+        named: list[tuple[int, int]] = []
         tuples: dict[tuple[Any, Any, str], int] = {}
         tuples_get = tuples.get
         encode = _encoder.encode
@@ -307,6 +307,7 @@ class Store:
         part: Any = None
         scope: Any = None
         by_name = False
+        run = 0  # where the rows of the current group start in params
         try:
             for row in rows:
                 if not isinstance(row, EvidenceRow):
@@ -322,19 +323,22 @@ class Store:
                     return None
                 if (directory != group[1] or partition != group[0]
                         or source_id != group[2]):
+                    if by_name:
+                        named.append((run, len(params)))
                     group = (partition, directory, source_id)
                     found = self._cached_ids(partition, directory, source_id, ids)
                     if found is None:
                         return None
                     part, scope, by_name = found
-                if by_name:
-                    named.append(len(params))
+                    run = len(params)
                 params += (part, scope, session, canonical(ts), remote,
                            encode(row.payload).decode(), key)
                 counted = (part, scope, remote)
                 tuples[counted] = tuples_get(counted, 0) + 1
         except (TypeError, ValueError, UnicodeEncodeError, OverflowError):
             return None
+        if by_name:
+            named.append((run, len(params)))
         return Staged(rows, params, ids, named, tuples)
 
     def _cached_ids(self, partition: object, directory: object, source_id: object,
@@ -448,7 +452,8 @@ class Store:
                 return False
         return True
 
-    def _ids_for_names(self, db: sqlite3.Connection, params: list[Any], named: list[int],
+    def _ids_for_names(self, db: sqlite3.Connection, params: list[Any],
+                       named: list[tuple[int, int]],
                        tuples: dict[tuple[Any, Any, str], int]
                        ) -> tuple[list[Any], dict[TupleKey, int]] | None:
         """``params`` and ``tuples`` with every partition and scope staged by name
@@ -461,11 +466,13 @@ class Store:
             return self._scope_id(db, *value)
 
         params = list(params)
-        for at in named:
-            part, scope = id_of(params[at]), id_of(params[at + 1])
+        for start, stop in named:
+            part, scope = id_of(params[start]), id_of(params[start + 1])
             if part is None or scope is None:
                 return None
-            params[at], params[at + 1] = part, scope
+            rows = (stop - start) // ROW_PARAMS
+            params[start:stop:ROW_PARAMS] = [part] * rows
+            params[start + 1:stop:ROW_PARAMS] = [scope] * rows
         # A name cached while the batch was staged appears both ways: add them up.
         counted: dict[TupleKey, int] = {}
         for (part, scope, remote), n in tuples.items():

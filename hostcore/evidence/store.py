@@ -103,8 +103,6 @@ class Staged(NamedTuple):
     ids: dict[str | tuple[str, str], int]
     # The runs of params, (start, stop), whose rows' part and scope are staged by name.
     named: list[tuple[int, int]]
-    # Rows per (part, scope, git_remote), as in params, in order of first appearance.
-    tuples: dict[tuple[Any, Any, str], int]
 
 
 class SourceHealth(msgspec.Struct):
@@ -299,8 +297,6 @@ class Store:
         params: list[Any] = []
         ids: dict[str | tuple[str, str], int] = {}
         named: list[tuple[int, int]] = []
-        tuples: dict[tuple[Any, Any, str], int] = {}
-        tuples_get = tuples.get
         encode = _encoder.encode
         # Rows come in runs of one directory: ids are looked up once a run.
         group: tuple[object, object, object] = (None, None, None)
@@ -333,13 +329,11 @@ class Store:
                     run = len(params)
                 params += (part, scope, session, canonical(ts), remote,
                            encode(row.payload).decode(), key)
-                counted = (part, scope, remote)
-                tuples[counted] = tuples_get(counted, 0) + 1
         except (TypeError, ValueError, UnicodeEncodeError, OverflowError):
             return None
         if by_name:
             named.append((run, len(params)))
-        return Staged(rows, params, ids, named, tuples)
+        return Staged(rows, params, ids, named)
 
     def _cached_ids(self, partition: object, directory: object, source_id: object,
                     ids: dict[str | tuple[str, str], int]) -> tuple[Any, Any, bool] | None:
@@ -384,8 +378,7 @@ class Store:
             self._check_ids(db)
             head = _head(db)
             rejected: dict[str, dict[str, int]] = {}
-            inserted = self._insert_at_once(db, rows, staged)
-            if inserted is None:
+            if not self._insert_at_once(db, rows, staged):
                 if not db.in_transaction:
                     # The insert refused a row and rolled everything back: again.
                     self._ids_under = None  # ids it created are gone
@@ -393,8 +386,8 @@ class Store:
                     self._check_ids(db)
                     head = _head(db)
                 self._insert_one_by_one(db, rows, source, rejected)
-                inserted = _tuples_since(db, head)
-            outcome.inserted = _count(db, inserted)
+            # Counted by SQLite, which lets the reading thread run meanwhile.
+            outcome.inserted = _count(db, _tuples_since(db, head))
             if source is not None:
                 db.execute("INSERT INTO source_cursors (source, cursor) VALUES (?, ?) "
                            "ON CONFLICT (source) DO UPDATE SET cursor = excluded.cursor",
@@ -410,13 +403,12 @@ class Store:
         return outcome
 
     def _insert_at_once(self, db: sqlite3.Connection, rows: list[EvidenceRow],
-                        staged: Staged | None) -> dict[TupleKey, int] | None:
+                        staged: Staged | None) -> bool:
         """The common case, every row new and storable, inserted by one statement per
         :data:`INSERT_CHUNK_ROWS` rows from its staged parameters (staged here
-        unless staged before with ids that still hold). Returns the rows inserted
-        per tuple, in the order tuples first appear.
+        unless staged before with ids that still hold).
 
-        Returns None when a row's key is already stored or repeats in the batch (the
+        False when a row's key is already stored or repeats in the batch (the
         unique index refuses it) or a value cannot be stored; the caller then goes
         row by row. If it had begun inserting, it rolled the transaction back
         (see schema.insert_rows), positions too: none is used up. Rows whose key a
@@ -424,23 +416,22 @@ class Store:
         """
         if staged is None or not self._ids_hold(staged.ids):
             staged = self.stage(rows)  # ids are looked up under this transaction
-        if staged is None or not staged.params:
-            return None if staged is None else {}  # row by row, or nothing to insert
-        params, tuples = staged.params, staged.tuples
+        if staged is None:
+            return False
+        params: list[Any] | None = staged.params
         if staged.named:
-            found = self._ids_for_names(db, params, staged.named, tuples)
-            if found is None:
-                return None
-            params, tuples = found
+            params = self._ids_for_names(db, staged.params, staged.named)
+        if params is None:
+            return False
         if db.execute(schema.ANY_PURGED).fetchone() is not None:
-            params, tuples = _without_purged(db, rows, params, tuples)
+            params = _without_purged(db, rows, params)
         try:
             _insert_chunked(db, schema.insert_rows, params, ROW_PARAMS)
         except (sqlite3.IntegrityError, UnicodeEncodeError):
             if db.in_transaction:  # a text it could not even bind: undo the chunks before
                 db.execute("ROLLBACK")
-            return None
-        return tuples
+            return False
+        return True
 
     def _ids_hold(self, ids: dict[str | tuple[str, str], int]) -> bool:
         """Whether every id staged from the cache is the one cached now (the caller
@@ -453,35 +444,22 @@ class Store:
         return True
 
     def _ids_for_names(self, db: sqlite3.Connection, params: list[Any],
-                       named: list[tuple[int, int]],
-                       tuples: dict[tuple[Any, Any, str], int]
-                       ) -> tuple[list[Any], dict[TupleKey, int]] | None:
-        """``params`` and ``tuples`` with every partition and scope staged by name
-        given its id (created if new); None when a name cannot be stored."""
-        def id_of(value: Any) -> int | None:
-            if type(value) is int:
-                return value
-            if type(value) is str:
-                return self._partition_id(db, value)
-            return self._scope_id(db, *value)
-
+                       named: list[tuple[int, int]]) -> list[Any] | None:
+        """``params`` with every partition and scope staged by name given its id
+        (created if new); None when a name cannot be stored."""
         params = list(params)
         for start, stop in named:
-            part, scope = id_of(params[start]), id_of(params[start + 1])
+            part, scope = params[start], params[start + 1]
+            if type(part) is str:
+                part = self._partition_id(db, part)
+            if type(scope) is tuple:
+                scope = self._scope_id(db, *scope)
             if part is None or scope is None:
                 return None
             rows = (stop - start) // ROW_PARAMS
             params[start:stop:ROW_PARAMS] = [part] * rows
             params[start + 1:stop:ROW_PARAMS] = [scope] * rows
-        # A name cached while the batch was staged appears both ways: add them up.
-        counted: dict[TupleKey, int] = {}
-        for (part, scope, remote), n in tuples.items():
-            part_id, scope_id = id_of(part), id_of(scope)
-            if part_id is None or scope_id is None:
-                return None
-            found = (part_id, scope_id, remote)
-            counted[found] = counted.get(found, 0) + n
-        return params, counted
+        return params
 
     def _insert_one_by_one(self, db: sqlite3.Connection, rows: list[EvidenceRow],
                            source: str | None, rejected: dict[str, dict[str, int]]) -> None:
@@ -760,17 +738,6 @@ def _insert_chunked(db: sqlite3.Connection, statement: Callable[[int], str],
         db.execute(statement(len(chunk) // width), chunk)
 
 
-def _tuples_of(params: list[Any]) -> dict[TupleKey, int]:
-    """Rows per tuple among insert parameters, in the order tuples first appear (the
-    order their ids are given in)."""
-    tuples: dict[TupleKey, int] = {}
-    get = tuples.get
-    for at in range(0, len(params), ROW_PARAMS):
-        found = (params[at], params[at + 1], params[at + 4])
-        tuples[found] = get(found, 0) + 1
-    return tuples
-
-
 def _tuples_since(db: sqlite3.Connection, head: int) -> dict[TupleKey, int]:
     """Rows per tuple inserted after position ``head``, in the order tuples first appear."""
     return {(part, scope, remote): n
@@ -795,18 +762,17 @@ def _purged(db: sqlite3.Connection, digests: list[str]) -> set[str]:
     return {d for (d,) in db.execute(schema.PURGED_DIGESTS, (_encoder.encode(digests),))}
 
 
-def _without_purged(db: sqlite3.Connection, rows: list[EvidenceRow], params: list[Any],
-                    tuples: dict[TupleKey, int]) -> tuple[list[Any], dict[TupleKey, int]]:
-    """``params`` (:data:`ROW_PARAMS` per row) and ``tuples`` without the rows whose
-    key a purge recorded."""
+def _without_purged(db: sqlite3.Connection, rows: list[EvidenceRow],
+                    params: list[Any]) -> list[Any]:
+    """``params`` (:data:`ROW_PARAMS` per row) without the rows whose key a purge
+    recorded."""
     digests = [schema.key_digest(row.partition, row.key) for row in rows if row.key is not None]
     gone = _purged(db, digests)
     if not gone:
-        return params, tuples
-    kept = [value for at, digest in enumerate(_digest_per_row(rows, digests))
+        return params
+    return [value for at, digest in enumerate(_digest_per_row(rows, digests))
             if digest not in gone
             for value in params[at * ROW_PARAMS:(at + 1) * ROW_PARAMS]]
-    return kept, _tuples_of(kept)
 
 
 def _digest_per_row(rows: list[EvidenceRow], digests: list[str]) -> Iterator[str | None]:

@@ -89,3 +89,33 @@ def test_a_drain_lists_once_and_what_appears_meanwhile_is_read_by_the_next_listi
     # The drain goes on over the files it listed; the next read lists again.
     assert keys[3] == []
     assert sorted(keys[4]) == ["a.jsonl:a4", "c.jsonl:c1"]
+
+
+def test_context_the_cursor_cannot_carry_is_dropped_and_its_rows_counted_by_the_store(
+        tmp_path):
+    # A parser that keeps a lone surrogate in a file's context: the read still hands
+    # out a cursor that encodes, and the row made with it is skipped, counted.
+    from hostcore.evidence.rows import EvidenceRow
+    from hostcore.evidence.store import Store
+    from hostcore.evidence.transcripts import TranscriptSource, decode_cursor
+
+    def parse(source, name, line, state):
+        if line.data == b"header":
+            state.context["cwd"] = "/w/\udc80"
+            state.context["kept"] = "fine"
+        return EvidenceRow(partition="t", source_id="t", key=line.data.decode(),
+                           directory=state.context.get("cwd", "/w"))
+
+    folder = tmp_path / "t"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text("header\nafter\n")
+    source = TranscriptSource(name="t", folder=folder, patterns=("*.jsonl",), parse=parse,
+                              event="t.read", emit=lambda *a, **k: None)
+    batch = source.read(None)
+    assert decode_cursor(batch.cursor).files["a.jsonl"].context == {"kept": "fine"}
+    store = Store(tmp_path / "store.sqlite3")
+    outcome = store.ingest("t", batch, previous=None)
+    assert (outcome.inserted, outcome.rejected) == (0, {"unencodable": 2})
+    (folder / "a.jsonl").write_text("header\nafter\nlater\n")
+    later = source.read(batch.cursor)
+    assert [row.directory for row in later.rows] == ["/w"]  # the dropped cwd stays gone

@@ -102,7 +102,8 @@ class ReadCounts(msgspec.Struct):
 
     Lines skipped, by reason: ``malformed`` (not the JSON expected),
     ``oversized``, ``no_cwd`` (no directory to file it under), ``unencodable``
-    (text that is not valid Unicode), ``parse_error`` (the parser raised).
+    (text a parser found not valid Unicode), ``parse_error`` (the parser raised).
+    A row whose text is not valid Unicode is counted by the store instead.
     Files: ``unreadable`` (retried next read), ``outside`` (a symlink leading out
     of the folder, skipped).
     """
@@ -599,9 +600,6 @@ class TranscriptSource:
                 counts.parse_error += 1
                 log.debug("source %r: a line made the parser raise", self.name, exc_info=True)
                 row = None
-            if state.context and _drop_unencodable(state.context) and row is not None:
-                counts.unencodable += 1
-                row = None
             if row is not None:
                 rows.append(row)
 
@@ -617,6 +615,12 @@ class TranscriptSource:
         done = self._files.read(
             files, going_on.decoded if going_on is not None else decode_cursor(cursor),
             handle, counts, resume_at=going_on.stopped_at if going_on is not None else None)
+        if done.changed:
+            # Context a parser kept that the cursor could not carry (a lone
+            # surrogate) goes; rows made with it meanwhile the store counts and skips.
+            for state in done.cursor.files.values():
+                if state.context:
+                    _drop_unencodable(state.context)
         counts.rows = len(rows)
         self._emit(self._event, **counts.as_attributes())
         # Nothing changed: the cursor goes back as it came, not encoded again.
@@ -651,17 +655,13 @@ class _Handed(NamedTuple):
     listed: tuple[int, int]  # the listing's counts: outside, unreadable
 
 
-def _drop_unencodable(context: dict[str, str]) -> bool:
+def _drop_unencodable(context: dict[str, str]) -> None:
     """Remove context values that are not valid Unicode (a header's lone surrogate):
-    the cursor that carries them could not be written, and no row may use them.
-    Returns whether there was one."""
+    the cursor that carries them could not be written."""
     if "".join(context.values()).isascii():
-        return False  # the common case, checked once per line: one call, no loop
-    if all(storable_text(value) for value in context.values()):
-        return False
+        return  # the common case: one call, no loop
     for key in [key for key, value in context.items() if not storable_text(value)]:
         del context[key]
-    return True
 
 
 def line_key(session: str, line: Line) -> str:

@@ -48,13 +48,14 @@ LINES = st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"x")), m
 
 @settings(max_examples=300, deadline=None)
 @given(lines=LINES, tail=st.binary(max_size=30).map(lambda b: b.replace(b"\n", b"y")),
-       limit=st.integers(1, 25), budget=st.integers(1, 7))
+       limit=st.integers(1, 25), budget=st.integers(1, 7), budget_bytes=st.integers(1, 200))
 def test_every_complete_line_is_handed_over_once_in_order(tmp_path_factory, lines, tail, limit,
-                                                          budget):
+                                                          budget, budget_bytes):
     data = b"".join(line + b"\n" for line in lines) + tail  # tail: a line still being written
     path = tmp_path_factory.mktemp("t") / "f.jsonl"
     path.write_bytes(data)
-    got, offset = read_all(path, JsonlFiles(max_line_bytes=limit, budget_lines=budget))
+    got, offset = read_all(path, JsonlFiles(max_line_bytes=limit, budget_lines=budget,
+                                            budget_bytes=budget_bytes))
     assert got == expected_lines(data, limit)
     assert offset == len(data) - len(tail)  # the unfinished line waits for its newline
 
@@ -119,3 +120,34 @@ def test_context_the_cursor_cannot_carry_is_dropped_and_its_rows_counted_by_the_
     (folder / "a.jsonl").write_text("header\nafter\nlater\n")
     later = source.read(batch.cursor)
     assert [row.directory for row in later.rows] == ["/w"]  # the dropped cwd stays gone
+
+
+def test_a_read_stops_after_the_line_that_uses_up_its_bytes_or_lines(tmp_path):
+    path = tmp_path / "f.jsonl"
+    path.write_bytes(b"aa\nbb\ncc\ndd\n")
+
+    def first_read(files: JsonlFiles) -> list[bytes]:
+        got: list[bytes] = []
+        done = files.read([("f", str(path))], TranscriptCursor(),
+                          lambda name, line, state: got.append(line.data), ReadCounts())
+        assert done.more and done.stopped_at == "f"
+        return got
+
+    assert first_read(JsonlFiles(budget_bytes=4)) == [b"aa", b"bb"]
+    assert first_read(JsonlFiles(budget_bytes=6)) == [b"aa", b"bb"]
+    assert first_read(JsonlFiles(budget_lines=3)) == [b"aa", b"bb", b"cc"]
+
+
+def test_a_read_out_of_time_stops_within_a_few_hundred_lines(tmp_path):
+    path = tmp_path / "f.jsonl"
+    path.write_bytes(b"x\n" * 5_000)
+    ticks = iter(range(1_000_000))
+    got: list[bytes] = []
+    # A clock that moves one second each time it is looked at: the deadline (one
+    # second after the read starts) has passed at the first look within the file.
+    done = JsonlFiles(budget_seconds=1.0, clock=lambda: float(next(ticks))).read(
+        [("f", str(path))], TranscriptCursor(), lambda name, line, state: got.append(line.data),
+        ReadCounts())
+    assert done.more
+    assert 0 < len(got) <= 512
+    assert done.cursor.files["f"].offset == 2 * len(got)

@@ -256,14 +256,15 @@ class JsonlFiles:
 
         Reads blocks of ``max_line_bytes + 1`` bytes and splits them at newlines (a
         line is never read whole when it is longer), so a block ending inside a
-        line is the only part read twice. The budget is kept in locals: this runs
-        once per line read.
+        line is the only part read twice. The budget is applied to a block at a
+        time (the clock is looked at every few hundred lines), so the loop over a
+        block's lines does nothing but hand them over: it runs once per line read.
         """
         limit = self.max_line_bytes
-        start = state.offset
-        left_bytes, left_lines = budget.bytes, budget.lines
+        first = start = state.offset
+        left_lines = budget.lines
         try:
-            while left_bytes > 0 and left_lines > 0:
+            while start - first < budget.bytes and left_lines > 0:
                 handle.seek(start)
                 lines = handle.read(limit + 1).split(b"\n")
                 rest = lines.pop()  # after the block's last newline: a line not ended in it
@@ -273,29 +274,41 @@ class JsonlFiles:
                     if not _skip_rest(handle.readline):
                         break  # an oversized line still being written
                     end = handle.tell()
-                    left_bytes -= end - start
                     left_lines -= 1
                     handle_line(name, Line(start, rest[:limit], True, end), state)
                     start = end
                     continue
-                for data in lines:
-                    end = start + len(data) + 1
-                    left_bytes -= end - start
-                    left_lines -= 1
-                    handle_line(name, Line(start, data, False, end), state)
-                    start = end
-                    if left_bytes <= 0 or left_lines <= 0 or (
-                            left_lines % _CLOCK_EVERY == 0
-                            and budget.clock() >= budget.deadline):
+                # The budget is applied to the block as a whole, not line by line: the
+                # lines it allows, and the bytes when they could run out inside it.
+                del lines[left_lines:]
+                if budget.bytes - (start - first) <= limit + 1:
+                    lines = _lines_within(lines, budget.bytes - (start - first))
+                for at in range(0, len(lines), _CLOCK_EVERY):
+                    piece = lines[at:at + _CLOCK_EVERY]
+                    for data in piece:
+                        end = start + len(data) + 1
+                        handle_line(name, Line(start, data, False, end), state)
+                        start = end
+                    left_lines -= len(piece)
+                    if budget.clock() >= budget.deadline:
                         break
                 else:
                     continue  # the block is used up: read the next
-                break  # a budget ran out inside the block
+                break  # out of time
         finally:
             state.offset = start
             read = budget.lines - left_lines
-            budget.bytes, budget.lines = left_bytes, left_lines
+            budget.bytes, budget.lines = budget.bytes - (start - first), left_lines
         return read
+
+
+def _lines_within(lines: list[bytes], left: int) -> list[bytes]:
+    """The first of ``lines`` up to the one whose newline uses up ``left`` bytes."""
+    for n, data in enumerate(lines):
+        left -= len(data) + 1
+        if left <= 0:
+            return lines[:n + 1]
+    return lines
 
 
 def _skip_rest(readline: Callable[[int], bytes]) -> bool:

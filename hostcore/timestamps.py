@@ -36,6 +36,7 @@ _UTC_SHAPE = (
 _COMMON_UTC_SHAPE = re.compile(
     r"(?!0000)[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])"
     r"T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?Z")
+_common_utc = _COMMON_UTC_SHAPE.fullmatch
 _CANONICAL_LENGTH = len("2025-07-28T22:54:41.466000Z")
 # What replaces the "Z" of a matched stamp, by its length, to give six fraction digits.
 _PADDING = {20: ".000000Z", **{_CANONICAL_LENGTH - n: "0" * n + "Z" for n in range(1, 6)}}
@@ -89,7 +90,7 @@ def canonical(text: str, precision: Precision = "micro") -> str:
     the rest of the row's conversion.
     """
     if precision == "micro" and (
-            _COMMON_UTC_SHAPE.fullmatch(text) is not None
+            _common_utc(text) is not None
             or (re.fullmatch(_UTC_SHAPE, text) is not None and text[:4] != "0000"
                 and _day_exists(text[:10]))):
         size = len(text)

@@ -604,17 +604,18 @@ class TranscriptSource:
             self._emit(self._event, **counts.as_attributes())
             return SourceBatch([], cursor)
         rows: list[EvidenceRow] = []
+        parse, keep = self._parse, rows.append  # looked up once: handle runs once a line
 
         def handle(name: str, line: Line, state: FileState) -> None:
             # Each line ends as one row or one count: the parser's, or one here.
             try:
-                row = self._parse(self, name, line, state)
+                row = parse(self, name, line, state)
             except Exception:
                 counts.parse_error += 1
                 log.debug("source %r: a line made the parser raise", self.name, exc_info=True)
-                row = None
+                return
             if row is not None:
-                rows.append(row)
+                keep(row)
 
         last, self._last = self._last, None
         going_on = last if last is not None and last.cursor == cursor else None

@@ -132,3 +132,31 @@ def test_the_identity_of_an_empty_set_is_the_digest_of_no_bytes():
 
     assert EMPTY_IDENTITY == hashlib.sha256(b"").hexdigest() == identity()
     assert identity("a") == hashlib.sha256(b"a").hexdigest()
+
+
+def test_reading_and_storing_transcript_lines_never_loads_openssl(tmp_path):
+    # Evidence keys and file digests are BLAKE2b, CPython's own code: hashlib would
+    # load OpenSSL (2-3 ms) in every run --once that reads a new line.
+    home = tmp_path / "home" / ".codex" / "sessions" / "2025" / "09" / "14"
+    home.mkdir(parents=True)
+    (home / "rollout-2025-09-14T10-00-00-x.jsonl").write_text(
+        '{"timestamp":"2025-09-14T10:00:00.000Z","type":"session_meta",'
+        '"payload":{"id":"x","cwd":"/w"}}\n'
+        '{"timestamp":"2025-09-14T10:00:01.000Z","type":"event_msg","payload":{}}\n')
+    script = (
+        "import json, sys\n"
+        "import hostcore_codex.plugin as codex\n"
+        "from hostcore import Host\n"
+        "from hostcore.tick import drain\n"
+        f"host = Host(root={str(tmp_path / 'root')!r}, plugins=[codex], "
+        "load_entrypoints=False, env={}, config={'plugins': {'codex': "
+        f"{{'home': {str(tmp_path / 'home')!r}}}}}}})\n"
+        "rows = sum(r.count('ingest', 'rows') for r in drain(host, budget_seconds=60))\n"
+        "host.close()\n"
+        "print(json.dumps([rows, sorted(sys.modules)]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
+                         text=True)
+    rows, modules = json.loads(out.stdout.splitlines()[-1])
+    assert rows == 2
+    assert {"hashlib", "_hashlib"} & set(modules) == set()

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from hostcore.errors import HostcoreError
+from hostcore.evidence.blake2 import blake2b
 from hostcore.files import ensure_dir, open_state_file
 
 # 2: purged_keys and source_health. A store at 2 refuses hostcore releases that
@@ -140,9 +141,7 @@ BUMP_PURGE_SEQ = "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key =
 def key_digest(partition: str, key: str) -> str:
     """What a purge records of a removed row's dedupe key: a one-way digest of the
     partition and the key, so neither the key nor the row stays in the file."""
-    import hashlib  # here, not at the top: it loads OpenSSL (a cold start's 2-3 ms)
-
-    return hashlib.blake2b(f"{partition}\0{key}".encode(), digest_size=16).hexdigest()
+    return blake2b(f"{partition}\0{key}".encode(), digest_size=16).hexdigest()
 
 
 # The read of every scope a seam has not seen yet, in id order.

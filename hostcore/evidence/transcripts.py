@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, BinaryIO, NamedTuple
 
 import msgspec
 
+from hostcore.evidence.blake2 import blake2b
 from hostcore.evidence.rows import SourceBatch, storable_text
 from hostcore.records import encode_json
 
@@ -343,9 +344,7 @@ def _head_digest(handle: BinaryIO, size: int | str) -> str:
         size = int(size.partition(":")[0] or 0)
     handle.seek(0)
     data = handle.read(size)
-    import hashlib  # here, not at the top: it loads OpenSSL (a cold start's 2-3 ms)
-
-    return f"{len(data)}:{hashlib.blake2b(data, digest_size=8).hexdigest()}"
+    return f"{len(data)}:{blake2b(data, digest_size=8).hexdigest()}"
 
 
 def list_files(folder: Path, patterns: Iterable[str], counts: ReadCounts, *,
@@ -680,9 +679,7 @@ def _drop_unencodable(context: dict[str, str]) -> None:
 
 def line_key(session: str, line: Line) -> str:
     """A dedupe key for a line without an id of its own: session and content digest."""
-    import hashlib  # here, not at the top: it loads OpenSSL (a cold start's 2-3 ms)
-
-    return f"{session}:{hashlib.blake2b(line.data, digest_size=12).hexdigest()}"
+    return f"{session}:{blake2b(line.data, digest_size=12).hexdigest()}"
 
 
 def json_string_field(prefix: bytes, field: str) -> str | None:

@@ -309,14 +309,6 @@ class Store:
                 if not isinstance(row, EvidenceRow):
                     return None
                 partition, source_id, directory = row.partition, row.source_id, row.directory
-                session, ts, remote, key = row.session_id, row.ts, row.git_remote, row.key
-                # Only plain text, free of NUL, goes this way (see storable_text);
-                # a lone surrogate fails the insert itself.
-                if not (type(session) is str and type(ts) is str and type(remote) is str
-                        and (key is None or type(key) is str)) or (
-                        "\0" in session or "\0" in ts or "\0" in remote
-                        or (key is not None and "\0" in key)):
-                    return None
                 if (directory != group[1] or partition != group[0]
                         or source_id != group[2]):
                     if by_name:
@@ -327,8 +319,10 @@ class Store:
                         return None
                     part, scope, by_name = found
                     run = len(params)
-                params += (part, scope, session, canonical(ts), remote,
-                           encode(row.payload).decode(), key)
+                params += (part, scope, row.session_id, canonical(row.ts), row.git_remote,
+                           encode(row.payload).decode(), row.key)
+            if not _plain_text(params):
+                return None
         except (TypeError, ValueError, UnicodeEncodeError, OverflowError):
             return None
         if by_name:
@@ -719,6 +713,16 @@ def _refuse(index: int, row: Any) -> NoReturn:
 def _head(db: sqlite3.Connection) -> int:
     found = db.execute(schema.HEAD_POSITION).fetchone()
     return int(found[0]) if found else 0
+
+
+def _plain_text(params: list[Any]) -> bool:
+    """Whether every session id, timestamp, remote and key among insert ``params``
+    (a key may be None) is text free of NUL (see storable_text; a lone surrogate
+    fails the insert itself). Checked for a whole batch by a few C loops, not row by
+    row: ``join`` refuses anything but text (TypeError)."""
+    texts = "".join(params[2::ROW_PARAMS] + params[3::ROW_PARAMS] + params[4::ROW_PARAMS])
+    keys = "".join([key for key in params[6::ROW_PARAMS] if key is not None])
+    return "\0" not in texts and "\0" not in keys
 
 
 def _insert_chunked(db: sqlite3.Connection, statement: Callable[[int], str],

@@ -87,6 +87,7 @@ CREATE TABLE IF NOT EXISTS purged_keys (digest TEXT PRIMARY KEY) WITHOUT ROWID
 # quarter fewer microseconds a row than SQLite's 4 KiB; benchmarks/ingest.py).
 PAGE_SIZE = 16_384
 
+
 def _values(width: int, count: int) -> str:
     """The ``VALUES`` list of ``count`` rows of ``width`` parameters each."""
     row = "(" + ", ".join("?" * width) + ")"

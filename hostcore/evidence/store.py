@@ -284,8 +284,8 @@ class Store:
 
     def stage(self, rows: list[EvidenceRow]) -> Staged | None:
         """Work out the insert parameters of ``rows`` ahead of the transaction that
-        stores them (:meth:`ingest` with ``staged=``), touching neither the file
-        nor any state of the store, so any thread may call it.
+        stores them (:meth:`ingest` with ``staged=``), without touching the file
+        and only reading the store's cached ids, so any thread may call it.
 
         The ingest worker stages a batch on the thread that read it: the thread
         that stores it then runs little but SQLite, and seldom takes Python's

@@ -77,9 +77,17 @@ _HOST_TABLES = frozenset({"export"})
 
 
 def resolve_root(root: str | os.PathLike[str] | None, env: Mapping[str, str]) -> Path:
-    """``root``, else ``$HOSTCORE_ROOT``, else the platform's user data directory."""
-    if root is None:
-        root = env.get(ENV_ROOT) or None
+    """``root``, else ``$HOSTCORE_ROOT``, else the platform's user data directory.
+
+    ``HOSTCORE_ROOT`` set to the empty string is refused (:class:`ConfigError`)
+    rather than read as unset: a script whose variable came out empty meant some
+    root, and silently writing to the default one would mix two roots' evidence.
+    """
+    if root is None and ENV_ROOT in env:
+        if not env[ENV_ROOT]:
+            raise ConfigError(f"${ENV_ROOT} is set but empty; set it to a folder, "
+                              "or unset it to use the default root")
+        root = env[ENV_ROOT]
     if root is None:
         # Third-party; only the default root needs it (a given root or $HOSTCORE_ROOT never does).
         import platformdirs
@@ -88,17 +96,25 @@ def resolve_root(root: str | os.PathLike[str] | None, env: Mapping[str, str]) ->
     return Path(root).expanduser().resolve()
 
 
-def prepare_root(path: Path, *, read_only: bool) -> Path:
+def prepare_root(path: Path, *, read_only: bool, user: int | None = None) -> Path:
     """``path`` checked (and created ``0700`` unless ``read_only``) as a state root.
 
     Raises :class:`ConfigError` (exit 2) naming the root when it cannot be
-    created or used, or when another user could write to it: whoever can write
-    the root can plant a symlink where hostcore writes evidence.
+    created or used, and, the way PostgreSQL checks its data directory, when
+    another user could write to it or swap it: the root must belong to ``user``
+    (default: the effective user, root included) and be writable by it alone,
+    and each existing parent folder must belong to ``user`` or to root and be
+    writable by no one else, unless it is sticky (``/tmp``). Whoever can write
+    the root can plant a symlink where hostcore writes evidence; whoever can
+    write a parent can replace the root with a folder of their own.
     """
+    me = os.geteuid() if user is None else user
+    # Parents first: a root is never created inside a folder someone else controls.
+    _check_parents(path, me)
     try:
         if not read_only:
             ensure_dir(path)
-        found = os.stat(path)
+        found = os.lstat(path)
     except FileNotFoundError:
         if read_only:
             return path  # nothing kept yet; a read-only command reports an empty root
@@ -108,12 +124,41 @@ def prepare_root(path: Path, *, read_only: bool) -> Path:
                           f"{exc.strerror or type(exc).__name__}") from None
     if not stat.S_ISDIR(found.st_mode):
         raise ConfigError(f"state root {path}: is not a folder")
-    if found.st_uid != os.geteuid() and os.geteuid() != 0:
-        raise ConfigError(f"state root {path}: belongs to another user")
+    if found.st_uid != me:
+        raise ConfigError(f"state root {path}: belongs to another user (uid {found.st_uid}, "
+                          f"not {me}); run hostcore as that user, or use a root of your own "
+                          f"(--root or ${ENV_ROOT})")
     if found.st_mode & 0o022:
         raise ConfigError(f"state root {path}: other users can write to it; "
                           f"run `chmod 700 {path}` if it is yours")
     return path
+
+
+def _check_parents(path: Path, me: int) -> None:
+    """Refuse ``path`` when one of its existing parent folders lets a user other than
+    ``me`` and root rename or replace what it holds. ``path`` is resolved, so a
+    parent that is a symlink now was swapped since: refused too."""
+    for parent in path.parents:
+        try:
+            found = os.lstat(parent)
+        except FileNotFoundError:
+            continue  # created 0700 by ensure_dir, or never (a read-only command)
+        except OSError as exc:
+            raise ConfigError(f"state root {path}: its parent folder {parent} cannot be "
+                              f"checked: {exc.strerror or type(exc).__name__}") from None
+        if not stat.S_ISDIR(found.st_mode):
+            # ensure_dir fails on it the same way; said here to name the folder.
+            raise ConfigError(f"state root {path}: cannot be created: {parent} "
+                              "is not a folder")
+        if found.st_uid not in (me, 0):
+            raise ConfigError(f"state root {path}: its parent folder {parent} belongs to "
+                              f"another user (uid {found.st_uid}), who could replace the "
+                              "root; use a root whose parent folders are yours or root's")
+        if found.st_mode & 0o022 and not found.st_mode & stat.S_ISVTX:
+            raise ConfigError(f"state root {path}: other users can write to its parent "
+                              f"folder {parent} and replace the root; run "
+                              f"`chmod go-w {parent}` (or `chmod +t` if it is shared), "
+                              "or use another root")
 
 
 class Host:

@@ -1,10 +1,13 @@
 """The tick loop: every worker once per tick, each as its own step under the step lock.
 
 A step that raises fails alone and is reported with its worker's name; the
-other steps still run. A worker that reports pending work brings the next tick
-forward (the backlog cadence). The last tick's report is kept under the root
-(``last-tick.json``, disposable), so ``hostcore status`` in a new process can
-say what the loop last did and how long ago.
+other steps still run. Each step is supervised (:mod:`hostcore.steps`): it runs
+on a thread of its own under a deadline, and one that overruns it, or a stop
+request's grace, is abandoned, which ends the loop. A worker that reports
+pending work brings the next tick forward (the backlog cadence). The last
+tick's report is kept under the root (``last-tick.json``, disposable), so
+``hostcore status`` in a new process can say what the loop last did and how
+long ago.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import msgspec
 
 from hostcore.files import keep_report, read_report
 from hostcore.plugin.registration import StepFailed, Worker, WorkerResult, availability
+from hostcore.steps import StepAbandoned, abandoned, deadline_of, supervise
 
 if TYPE_CHECKING:
     from hostcore.host import Host
@@ -40,6 +44,8 @@ class StepReport(msgspec.Struct):
     skipped: bool = False
     error: str | None = None
     counts: dict[str, int] = msgspec.field(default_factory=dict)
+    # Left running on its thread, past its deadline or a stop request's grace.
+    abandoned: bool = False
 
 
 class TickReport(msgspec.Struct):
@@ -61,6 +67,10 @@ class TickReport(msgspec.Struct):
     def failed(self) -> list[StepReport]:
         return [step for step in self.steps if not step.ok]
 
+    @property
+    def abandoned(self) -> list[StepReport]:
+        return [step for step in self.steps if step.abandoned]
+
     def count(self, step: str, *keys: str) -> int:
         """The sum of ``keys`` in the counts of the step called ``step`` (0 if absent)."""
         return sum(s.counts.get(k, 0) for s in self.steps if s.name == step for k in keys)
@@ -80,13 +90,23 @@ class TickReport(msgspec.Struct):
 
 
 def tick(host: Host, stop: threading.Event | None = None) -> TickReport:
-    """Run every worker once, in order; a stop request skips the remaining steps."""
+    """Run every worker once, in order; a stop request skips the remaining steps,
+    and so does a step abandoned (it may still hold the step lock they need).
+
+    Raises :class:`~hostcore.steps.StepAbandoned` while a step this process
+    abandoned in an earlier tick still runs: every step would wait for the lock
+    it holds.
+    """
     if stop is not None:
         host.stop = stop  # so a long step (a poll cycle, say) can stop within it
+    still = abandoned()
+    if still:
+        raise StepAbandoned(f"step {still[0]!r} was abandoned and still runs, holding the "
+                            "step lock; start a new process to tick again")
     started = time.monotonic()
     steps: list[StepReport] = []
     for worker in host.workers:
-        if stop is not None and stop.is_set():
+        if (stop is not None and stop.is_set()) or any(s.abandoned for s in steps):
             steps.append(StepReport(name=worker.name, ok=True, skipped=True))
             continue
         steps.append(_run_step(host, worker))
@@ -108,19 +128,17 @@ def tick(host: Host, stop: threading.Event | None = None) -> TickReport:
 def _run_step(host: Host, worker: Worker) -> StepReport:
     if availability(worker) is not None:
         return StepReport(name=worker.name, ok=True, skipped=True)
-    counts: dict[str, int] = {}
     try:
-        with host.step_lock():
-            result = worker.run(host)
-    except Exception as exc:
-        if isinstance(exc, StepFailed):  # what the step did before it failed, and why
-            counts, exc = exc.counts, (exc.__cause__ if isinstance(exc.__cause__, Exception)
-                                       else exc)
-        # Log the kind of failure only: messages can carry paths or names.
-        log.warning("step %r failed: %s", worker.name, type(exc).__name__)
-        log.debug("step %r failed", worker.name, exc_info=True)
-        return StepReport(name=worker.name, ok=False, error=f"{type(exc).__name__}: {exc}",
-                          counts=counts)
+        deadline = deadline_of(worker)
+    except ValueError as exc:
+        return StepReport(name=worker.name, ok=False, error=f"ValueError: {exc}")
+    outcome = supervise(worker.name, lambda: worker.run(host), lock=host.step_lock,
+                        deadline=deadline, stop=host.stop)
+    if outcome.ending == "never_started":  # stopped while it waited for the lock
+        return StepReport(name=worker.name, ok=True, skipped=True)
+    if outcome.error is not None:
+        return _failed(worker.name, outcome.error, abandoned=outcome.ending == "abandoned")
+    result = outcome.result
     if not isinstance(result, WorkerResult):
         return StepReport(name=worker.name, ok=False,
                           error=f"returned {type(result).__name__}, not WorkerResult")
@@ -128,13 +146,26 @@ def _run_step(host: Host, worker: Worker) -> StepReport:
                       counts=dict(result.counts))
 
 
+def _failed(name: str, exc: BaseException, *, abandoned: bool) -> StepReport:
+    counts: dict[str, int] = {}
+    if isinstance(exc, StepFailed):  # what the step did before it failed, and why
+        counts = exc.counts
+        exc = exc.__cause__ if isinstance(exc.__cause__, BaseException) else exc
+    # Log the kind of failure only: messages can carry paths or names.
+    log.warning("step %r %s: %s", name, "abandoned" if abandoned else "failed",
+                type(exc).__name__)
+    log.debug("step %r failed", name, exc_info=exc)
+    return StepReport(name=name, ok=False, error=f"{type(exc).__name__}: {exc}",
+                      counts=counts, abandoned=abandoned)
+
+
 def run(host: Host, stop: threading.Event, *, max_ticks: int | None = None,
         backlog_interval: float = BACKLOG_INTERVAL_SECONDS,
         on_tick: Callable[[TickReport], None] | None = None) -> TickReport | None:
-    """Tick until ``stop`` is set: every ``[run] interval_seconds`` (read again each
-    tick, so an edited config takes effect without a restart), or every
-    ``backlog_interval`` seconds while a worker reports pending work. Returns the
-    last report.
+    """Tick until ``stop`` is set or a step is abandoned: every ``[run]
+    interval_seconds`` (read again each tick, so an edited config takes effect
+    without a restart), or every ``backlog_interval`` seconds while a worker
+    reports pending work. Returns the last report.
 
     Raises :class:`~hostcore.evidence.store.StoreError` after a tick when the
     store file was replaced or removed meanwhile (a restored backup, say): the
@@ -154,8 +185,8 @@ def run(host: Host, stop: threading.Event, *, max_ticks: int | None = None,
                              "while hostcore ran; stopped so nothing more goes into the "
                              "old one (start it again to use the file there now)")
         ticks += 1
-        if max_ticks is not None and ticks >= max_ticks:
-            break
+        if report.abandoned or (max_ticks is not None and ticks >= max_ticks):
+            break  # an abandoned step holds the step lock until the process ends
         interval = host.reload_settings().run.interval_seconds
         stop.wait(min(interval, backlog_interval) if report.pending else interval)
     return report

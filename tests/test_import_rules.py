@@ -128,7 +128,7 @@ def layer(module: str) -> str:
     if module in ALIASES:
         return "alias"
     special = {"hostcore.__main__": "main", "hostcore._moved": "moved",
-               "hostcore.host": "host", "hostcore.tick": "host",
+               "hostcore.host": "host", "hostcore.tick": "host", "hostcore.steps": "host",
                "hostcore.plugin.cli": "plugin.cli"}
     if module in special:
         return special[module]

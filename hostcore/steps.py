@@ -1,0 +1,255 @@
+"""One step of a tick, supervised: run on a thread of its own, under a deadline.
+
+Plugin code can hang, ignore a stop request, call ``sys.exit`` or print. The
+thread that runs the loop must stay free to notice a signal or a deadline, so
+every step runs on a daemon thread of its own while that thread watches it:
+
+- a step past its deadline (a worker's ``deadline_seconds``, else
+  :data:`STEP_DEADLINE_SECONDS`), or still running :data:`STOP_GRACE_SECONDS`
+  after a stop request, is *abandoned*: reported failed by name and left
+  running on its thread;
+- any ``BaseException`` a step raises (``SystemExit``, ``KeyboardInterrupt``)
+  ends that step only, as a failure: on a thread of its own it could not end the
+  process anyway, and must not read as a clean return.
+
+The step lock is taken on the step's own thread and held there until the step's
+code returns, abandoned or not: it is never released while the code it guards
+may still write. The loop skips every later step while an abandoned one still
+runs (they would wait for the lock it holds), and ``hostcore run`` exits after
+reporting it, which drops the lock (a kernel ``flock``) and ends the thread
+together. That is as safe as a SIGKILL mid-step, which every state write
+survives by design. A step given up on while it still waited for the lock never
+runs: it lets the lock go as soon as it gets it.
+
+:class:`StdoutGuard` keeps what plugin code prints off hostcore's own output
+(``run --json``), for the CLI.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any, Literal, TextIO
+
+from hostcore.errors import HostcoreError
+
+# How long a step may run when its worker declares no ``deadline_seconds``.
+STEP_DEADLINE_SECONDS = 600.0
+# How long a step may go on after a stop request (SIGTERM, SIGINT) before it is
+# abandoned: a step that checks ``host.stop`` ends well within it.
+STOP_GRACE_SECONDS = 5.0
+# How often the loop's thread looks at the clock and the stop request while a step
+# runs (seconds); a step that returns is noticed at once.
+WATCH_SECONDS = 0.05
+
+Ending = Literal["returned", "abandoned", "never_started"]
+
+
+class StepAbandoned(HostcoreError):
+    """A step was left running on its thread: past its deadline, or still running
+    the grace period after a stop request. The message says which, in seconds."""
+
+
+class Supervised:
+    """How one supervised call ended.
+
+    ``ending`` is ``"returned"`` (``result`` or ``error`` holds what it gave),
+    ``"abandoned"`` (``error`` is a :class:`StepAbandoned`) or
+    ``"never_started"`` (a stop request came while it waited for its lock; its
+    code never ran).
+    """
+
+    def __init__(self, ending: Ending, result: object = None,
+                 error: BaseException | None = None) -> None:
+        self.ending = ending
+        self.result = result
+        self.error = error
+
+
+class _StepThread(threading.Thread):
+    """Runs ``body`` under ``lock``, unless it was given up on before the lock came."""
+
+    def __init__(self, name: str, body: Callable[[], object],
+                 lock: Callable[[], AbstractContextManager[None]]) -> None:
+        super().__init__(name=f"hostcore-step-{name}", daemon=True)
+        self._body = body
+        self._lock = lock
+        self.finished = threading.Event()
+        self.result: object = None
+        self.error: BaseException | None = None
+        self.started_at: float | None = None
+        # Guards started_at and given_up together: the loop's thread decides whether
+        # a step it gives up on had started, and this one whether it may start.
+        self._handshake = threading.Lock()
+        self._given_up = False
+
+    def run(self) -> None:
+        try:
+            with self._lock():
+                with self._handshake:
+                    if self._given_up:
+                        return
+                    self.started_at = time.monotonic()
+                self.result = self._body()
+        except BaseException as exc:  # sys.exit() included: a failed step, not an exit
+            self.error = exc
+        finally:
+            self.finished.set()
+
+    def give_up(self) -> bool:
+        """Stop waiting for this step; whether its code had started."""
+        with self._handshake:
+            self._given_up = True
+            return self.started_at is not None
+
+    def running_since(self) -> float | None:
+        with self._handshake:
+            return self.started_at
+
+
+def deadline_of(worker: object) -> float:
+    """The seconds a worker's step may run: its ``deadline_seconds``, else
+    :data:`STEP_DEADLINE_SECONDS`. Raises ``ValueError`` for a value that is not a
+    positive number, so the step fails saying so instead of running unwatched."""
+    declared = getattr(worker, "deadline_seconds", None)
+    if declared is None:
+        return STEP_DEADLINE_SECONDS
+    if isinstance(declared, bool) or not isinstance(declared, int | float) or not declared > 0:
+        raise ValueError(f"deadline_seconds must be a positive number, not {declared!r}")
+    return float(declared)
+
+
+def supervise(name: str, body: Callable[[], object], *,
+              lock: Callable[[], AbstractContextManager[None]], deadline: float,
+              stop: Any = None, grace: float | None = None) -> Supervised:
+    """Run ``body`` under ``lock`` on a daemon thread named for step ``name`` and
+    wait for it, at most ``deadline`` seconds from when it holds the lock, and at
+    most ``grace`` seconds (default :data:`STOP_GRACE_SECONDS`) once ``stop``
+    (anything with ``is_set()``) is set.
+
+    The wait for the lock itself is bounded by the lock (its timeout), and by a
+    stop request; a live abandoned thread is kept in :func:`abandoned`.
+    """
+    grace = STOP_GRACE_SECONDS if grace is None else grace
+    thread = _StepThread(name, body, lock)
+    thread.start()
+    stop_seen: float | None = None
+    while not thread.finished.wait(WATCH_SECONDS):
+        now = time.monotonic()
+        if stop_seen is None and stop is not None and stop.is_set():
+            stop_seen = now
+        since = thread.running_since()
+        if stop_seen is not None and now - stop_seen >= grace:
+            why = f"still running {grace:g} s after the stop request"
+        elif since is not None and now - since >= deadline:
+            why = f"still running past its deadline of {deadline:g} s"
+        else:
+            continue
+        if not thread.give_up():
+            return Supervised("never_started")
+        _ABANDONED.append(thread)
+        return Supervised("abandoned", error=StepAbandoned(
+            f"abandoned, {why}; its code is left running on its thread"))
+    return Supervised("returned", result=thread.result, error=thread.error)
+
+
+def abandoned() -> list[str]:
+    """The names of this process's abandoned steps whose code still runs."""
+    _ABANDONED[:] = [t for t in _ABANDONED if t.is_alive()]
+    return [t.name.removeprefix("hostcore-step-") for t in _ABANDONED]
+
+
+# Abandoned step threads of this process, pruned as they end.
+_ABANDONED: list[_StepThread] = []
+
+
+class StdoutGuard:
+    """Keep plugin output off hostcore's stdout while ``hostcore run`` runs.
+
+    Within the block, ``sys.stdout`` writes what the thread that entered it (the
+    CLI's, which prints every report) prints to the real stdout, and what every
+    other thread prints (each step's, and any thread plugin code starts) to
+    stderr. When stdout is the process's file descriptor 1, that descriptor is
+    pointed at stderr too, so a child process a plugin starts, or C code, cannot
+    write into it either; hostcore's own output goes through a duplicate.
+    """
+
+    def __init__(self) -> None:
+        self._saved = sys.stdout
+        self._duplicate: TextIO | None = None
+
+    def __enter__(self) -> StdoutGuard:
+        self._saved = out = sys.stdout
+        if _is_fd(out, 1) and _is_fd(sys.stderr, 2):
+            out.flush()
+            # os.dup's copy is not inherited by children (PEP 446).
+            line_buffered = getattr(self._saved, "line_buffering", False)
+            self._duplicate = out = open(
+                os.dup(1), "w", buffering=1 if line_buffered else -1,
+                encoding=self._saved.encoding, errors=self._saved.errors)
+            os.dup2(2, 1)
+        sys.stdout = _RoutedStdout(out, threading.current_thread())
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        routed, sys.stdout = sys.stdout, self._saved
+        with contextlib.suppress(OSError, ValueError):
+            routed.flush()
+        if self._duplicate is not None:
+            os.dup2(self._duplicate.fileno(), 1)
+            self._duplicate.close()
+            self._duplicate = None
+
+
+def _is_fd(stream: TextIO, fd: int) -> bool:
+    try:
+        return stream.fileno() == fd
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
+        return False
+
+
+class _RoutedStdout(io.TextIOBase):
+    """``sys.stdout`` under :class:`StdoutGuard`: ``owner``'s writes go to ``out``,
+    every other thread's to the current ``sys.stderr``."""
+
+    def __init__(self, out: TextIO, owner: threading.Thread) -> None:
+        super().__init__()
+        self._out = out
+        self._owner = owner
+
+    def _target(self) -> TextIO:
+        return self._out if threading.current_thread() is self._owner else sys.stderr
+
+    def write(self, text: str) -> int:
+        return self._target().write(text)
+
+    def flush(self) -> None:
+        self._out.flush()
+        sys.stderr.flush()
+
+    def isatty(self) -> bool:
+        return self._target().isatty()
+
+    def fileno(self) -> int:
+        return self._target().fileno()
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return self._target().encoding
+
+    @property
+    def errors(self) -> str | None:  # type: ignore[override]
+        return self._target().errors
+
+    @property
+    def buffer(self) -> Any:
+        return self._target().buffer

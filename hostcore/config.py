@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import sys
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -95,13 +97,21 @@ class Config:
         return str(self.source) if self.source else "(defaults: no config file)"
 
     def plugin(self, name: str, type_: type[T]) -> T:
-        """Decode the ``[plugins.<name>]`` table as ``type_`` (defaults if absent)."""
+        """Decode the ``[plugins.<name>]`` table as ``type_`` (defaults if absent).
+
+        The table is found under any spelling of ``name`` that :func:`table_name`
+        makes the same (``[plugins.claude_code]`` for ``claude-code``), the way
+        the entry-point and distribution names it stands for are matched.
+        """
         self.read_tables.add(name)
-        table = self.settings.plugins.get(name, {})
+        wanted = table_name(name)
+        spelled, table = next(((key, value) for key, value in self.settings.plugins.items()
+                               if table_name(key) == wanted), (name, {}))
         try:
             return msgspec.convert(table, type=type_)
         except msgspec.ValidationError as exc:
-            raise ConfigError(f"{self.origin}: [plugins.{name}]: {describe_error(exc)}") from None
+            raise ConfigError(f"{self.origin}: [plugins.{spelled}]: "
+                              f"{describe_error(exc)}") from None
 
     def to_builtins(self) -> dict[str, Any]:
         data: dict[str, Any] = msgspec.to_builtins(self.settings)
@@ -129,6 +139,13 @@ def load_config(path: Path | None, root: Path) -> Config:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except ValueError:
+        # An integer past CPython's digit limit is refused by int() inside tomllib,
+        # which lets that ValueError through instead of reporting a TOML error.
+        raise ConfigError(f"{path}: not valid TOML: a number has more than "
+                          f"{sys.get_int_max_str_digits()} digits") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid TOML: tables or arrays nested too deep") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read config file: {exc}") from None
     return Config(parse_settings(raw, str(path)), path)
@@ -145,20 +162,34 @@ def _stamp(path: Path | None) -> tuple[int, int, int] | None:
     return (found.st_ino, found.st_size, found.st_mtime_ns)
 
 
+def table_name(name: str) -> str:
+    """``name`` as plugin tables are matched: PEP 503 normalised, so ``claude_code``,
+    ``Claude.Code`` and ``claude-code`` are one table (as they are one distribution)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 def parse_settings(raw: Any, origin: str) -> Settings:
     """Decode parsed TOML (or a mapping) as :class:`Settings`; ``origin`` names it in errors."""
     # msgspec names a bad dict value only as `plugins[...]`: check the tables here
     # so the message can name the plugin.
     plugins = raw.get("plugins") if isinstance(raw, dict) else None
     if isinstance(plugins, dict):
+        spellings: dict[str, str] = {}
         for name, table in plugins.items():
             if not isinstance(table, dict):
                 raise ConfigError(f"{origin}: bad value for `plugins.{name}`: "
                                   f"expected a table, got {type(table).__name__}")
+            # Two spellings of one table: which one a plugin reads would be an accident.
+            other = spellings.setdefault(table_name(name), name)
+            if other != name:
+                raise ConfigError(f"{origin}: [plugins.{other}] and [plugins.{name}] are "
+                                  "the same plugin's table; keep one")
     try:
         return msgspec.convert(raw, type=Settings)
     except msgspec.ValidationError as exc:
         raise ConfigError(f"{origin}: {describe_error(exc)}") from None
+    except RecursionError:
+        raise ConfigError(f"{origin}: tables or arrays nested too deep") from None
 
 
 def describe_error(exc: msgspec.ValidationError) -> str:

@@ -100,7 +100,7 @@ def test_a_foreign_parent_is_refused_even_when_the_root_already_exists(tmp_path)
     root = parent / "state"
     root.mkdir(mode=0o700)
     if not AS_ROOT:
-        with pytest.raises(ConfigError, match="its parent folder .* belongs to another user"):
+        with pytest.raises(ConfigError, match=r"its parent folder .* belongs to another user"):
             prepare_root(root, read_only=False, user=other_user())
         return
     os.chown(parent, other_user(), -1)

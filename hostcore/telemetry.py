@@ -6,7 +6,7 @@ cannot carry a repository name, a path or a title. Any declared attribute may be
 omitted ("omitted when zero" is a normal shape); an undeclared one is an error.
 
 A sink that raises never breaks the emitter: the failure is counted per sink and
-logged once per sink.
+logged once per sink, as one line (the traceback only at debug level).
 """
 
 from __future__ import annotations
@@ -141,18 +141,22 @@ class Telemetry:
         for sink in self._sinks:
             try:
                 sink.receive(event)
-            except Exception:
-                self._count_failure(sink)
+            except Exception as exc:
+                self._count_failure(sink, exc)
         return event
 
-    def _count_failure(self, sink: object) -> None:
+    def _count_failure(self, sink: object, error: Exception) -> None:
         sink_name = getattr(sink, "name", type(sink).__name__)
         seen = self.sink_failures.get(sink_name, 0)
         self.sink_failures[sink_name] = seen + 1
         if seen == 0:
             # Once per sink: a broken sink must not flood the log it may be part of.
-            log.warning("telemetry sink %r raised; further failures are only counted",
-                        sink_name, exc_info=True)
+            # One line by kind (its message may hold a path the sink writes to); the
+            # traceback is for -vv.
+            log.warning("telemetry sink %r raised %s; further failures are only counted",
+                        sink_name, type(error).__name__)
+            log.debug("traceback of the failure of telemetry sink %r", sink_name,
+                      exc_info=error)
 
     def close(self) -> None:
         for sink in self._sinks:
@@ -160,5 +164,5 @@ class Telemetry:
             if close is not None:
                 try:
                     close()
-                except Exception:
-                    self._count_failure(sink)
+                except Exception as exc:
+                    self._count_failure(sink, exc)

@@ -6,7 +6,10 @@ plugin manager, and it is what scripts call most often.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+import threading
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -20,7 +23,22 @@ def main(argv: list[str] | None = None) -> None:
     # click, pluggy and the plugins load only past --version (see the docstring).
     from hostcore.cli.app import run_cli
 
-    raise SystemExit(run_cli(args))
+    status = run_cli(args)
+    if _lingering_threads():
+        # Plugin code left a thread that is no daemon: the interpreter would wait for
+        # it at exit, forever if it never ends. The host is closed by now (run_cli
+        # closed it), so only the streams need flushing before leaving.
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(status)
+    raise SystemExit(status)
+
+
+def _lingering_threads() -> bool:
+    current = threading.current_thread()
+    return any(t.is_alive() and not t.daemon and t is not current
+               for t in threading.enumerate())
 
 
 if __name__ == "__main__":

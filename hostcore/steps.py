@@ -33,7 +33,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from contextlib import AbstractContextManager
 from typing import Any, Literal, TextIO
 
@@ -126,15 +126,16 @@ def deadline_of(worker: object) -> float:
 
 
 def supervise(name: str, body: Callable[[], object], *,
-              lock: Callable[[], AbstractContextManager[None]], deadline: float,
-              stop: Any = None, grace: float | None = None) -> Supervised:
+              lock: Callable[[], AbstractContextManager[None]], scope: Hashable,
+              deadline: float, stop: Any = None, grace: float | None = None) -> Supervised:
     """Run ``body`` under ``lock`` on a daemon thread named for step ``name`` and
     wait for it, at most ``deadline`` seconds from when it holds the lock, and at
     most ``grace`` seconds (default :data:`STOP_GRACE_SECONDS`) once ``stop``
     (anything with ``is_set()``) is set.
 
     The wait for the lock itself is bounded by the lock (its timeout), and by a
-    stop request; a live abandoned thread is kept in :func:`abandoned`.
+    stop request. An abandoned step, while its code runs, is one of
+    :func:`abandoned` ``(scope)``: what ``lock`` guards (the tick passes its root).
     """
     grace = STOP_GRACE_SECONDS if grace is None else grace
     thread = _StepThread(name, body, lock)
@@ -153,20 +154,20 @@ def supervise(name: str, body: Callable[[], object], *,
             continue
         if not thread.give_up():
             return Supervised("never_started")
-        _ABANDONED.append(thread)
+        _ABANDONED.append((scope, thread))
         return Supervised("abandoned", error=StepAbandoned(
             f"abandoned, {why}; its code is left running on its thread"))
     return Supervised("returned", result=thread.result, error=thread.error)
 
 
-def abandoned() -> list[str]:
-    """The names of this process's abandoned steps whose code still runs."""
-    _ABANDONED[:] = [t for t in _ABANDONED if t.is_alive()]
-    return [t.name.removeprefix("hostcore-step-") for t in _ABANDONED]
+def abandoned(scope: Hashable) -> list[str]:
+    """The names of the steps abandoned in ``scope`` whose code still runs."""
+    _ABANDONED[:] = [(s, t) for s, t in _ABANDONED if t.is_alive()]
+    return [t.name.removeprefix("hostcore-step-") for s, t in _ABANDONED if s == scope]
 
 
-# Abandoned step threads of this process, pruned as they end.
-_ABANDONED: list[_StepThread] = []
+# Abandoned step threads of this process, with their scope, pruned as they end.
+_ABANDONED: list[tuple[Hashable, _StepThread]] = []
 
 
 class StdoutGuard:

@@ -99,7 +99,7 @@ def tick(host: Host, stop: threading.Event | None = None) -> TickReport:
     """
     if stop is not None:
         host.stop = stop  # so a long step (a poll cycle, say) can stop within it
-    still = abandoned()
+    still = abandoned(host.root)
     if still:
         raise StepAbandoned(f"step {still[0]!r} was abandoned and still runs, holding the "
                             "step lock; start a new process to tick again")
@@ -133,7 +133,7 @@ def _run_step(host: Host, worker: Worker) -> StepReport:
     except ValueError as exc:
         return StepReport(name=worker.name, ok=False, error=f"ValueError: {exc}")
     outcome = supervise(worker.name, lambda: worker.run(host), lock=host.step_lock,
-                        deadline=deadline, stop=host.stop)
+                        scope=host.root, deadline=deadline, stop=host.stop)
     if outcome.ending == "never_started":  # stopped while it waited for the lock
         return StepReport(name=worker.name, ok=True, skipped=True)
     if outcome.error is not None:

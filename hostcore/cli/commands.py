@@ -8,9 +8,11 @@ read-only host and create nothing under the root.
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -24,10 +26,14 @@ from hostcore.plugin.cli import (
     print_table,
     stop_on_signals,
 )
+from hostcore.steps import StdoutGuard
 from hostcore.tick import TickReport, drain
 
 # The width the plugins table fits in (a terminal, a CI log).
 TABLE_WIDTH = 100
+# How long `run` waits for the host to close before it exits with a step abandoned:
+# the abandoned code may hold a lock the close needs (seconds).
+CLOSE_GRACE_SECONDS = 5.0
 
 
 @click.command("plugins")
@@ -41,6 +47,11 @@ def plugins_command(host: Host, as_json: bool, verbose: bool, show_tb: bool) -> 
     Keys of --json: name, distribution, version, status, hooks, registrations
     (kind, name, available, reason), error, traceback.
     """
+    # Every plugin's command hook runs first, so one that raises is listed as failed.
+    root = click.get_current_context().find_root().command
+    check_commands = getattr(root, "check_plugin_commands", None)
+    if callable(check_commands):
+        check_commands()
     infos = host.plugin_infos()
     if as_json:
         emit_json(infos)
@@ -79,7 +90,8 @@ def run_command(host: Host, once: bool, as_json: bool) -> None:
     step. With --once it drains pending work for up to [run] drain_seconds and
     exits 0, or 1 naming each failed step. A step another process holds the
     lock for is waited on up to [run] lock_wait_seconds, then the command exits
-    1 naming the holder.
+    1 naming the holder. A step past its deadline, or still running 5 s after
+    a signal, is abandoned: named, and the command exits 1 at once.
     """
     host.activity = "hostcore run --once" if once else "hostcore run"
     remove_stale_temps(host.root)  # left by a run killed mid-write
@@ -89,24 +101,47 @@ def run_command(host: Host, once: bool, as_json: bool) -> None:
     show = _tick_printer(as_json, interactive)
     if interactive:
         host.progress = lambda line: click.echo(f"\r\033[K{line}", err=True, nl=False)
-    if once:
-        # A cron run gives up (exit 1, naming the holder) rather than queue forever.
-        host.lock_wait = settings.lock_wait_seconds
-        with host.step_lock():
-            pass  # fail fast, before any step, when another run holds the root
-        reports = drain(host, settings.drain_seconds, stop, on_tick=show)
-        last = reports[-1]
-        if last.pending:
-            click.echo("hostcore: work is still pending; the next run goes on with it",
-                       err=True)
-        if not all(r.ok for r in reports):
+    # What steps print goes to stderr: stdout carries the reports alone.
+    with StdoutGuard():
+        if once:
+            # A cron run gives up (exit 1, naming the holder) rather than queue forever.
+            host.lock_wait = settings.lock_wait_seconds
+            with host.step_lock():
+                pass  # fail fast, before any step, when another run holds the root
+            reports = drain(host, settings.drain_seconds, stop, on_tick=show)
+            if reports[-1].abandoned:
+                _exit_abandoned(host)
+            if reports[-1].pending:
+                click.echo("hostcore: work is still pending; the next run goes on with it",
+                           err=True)
+            if not all(r.ok for r in reports):
+                raise SystemExit(1)
+            return
+        click.echo(f"hostcore: running on {host.root} (Ctrl-C to stop)", err=True)
+        report = host.run(stop, on_tick=show)
+        if report is not None and report.abandoned:
+            _exit_abandoned(host)
+        click.echo("hostcore: stopped", err=True)
+        if report is not None and not report.ok:
             raise SystemExit(1)
-        return
-    click.echo(f"hostcore: running on {host.root} (Ctrl-C to stop)", err=True)
-    report = host.run(stop, on_tick=show)
-    click.echo("hostcore: stopped", err=True)
-    if report is not None and not report.ok:
-        raise SystemExit(1)
+
+
+def _exit_abandoned(host: Host) -> NoReturn:
+    """Close the host, within :data:`CLOSE_GRACE_SECONDS`, and end the process with 1.
+
+    The abandoned step's code still runs, holding the step lock: only the end of
+    the process stops it and drops the lock together (see :mod:`hostcore.steps`).
+    ``os._exit``, because interpreter shutdown would wait for the threads that
+    code started, or trip over a stream it holds.
+    """
+    click.echo("hostcore: stopped with a step abandoned; the step lock goes with the "
+               "process", err=True)
+    closing = threading.Thread(target=host.close, name="hostcore-close", daemon=True)
+    closing.start()
+    closing.join(CLOSE_GRACE_SECONDS)
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(1)
 
 
 def _tick_printer(as_json: bool, interactive: bool) -> Callable[[TickReport], None]:

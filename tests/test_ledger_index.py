@@ -108,7 +108,7 @@ def test_status_counts_sections_and_malformed(tmp_path):
     ledger.write(PortableRecord(ref="o/r#11", ended=EndedStamp(at="t", state="closed")))
     (ledger.portable / "bad-1.json").write_bytes(b"{")
     assert ledger.status() == {"records": 5, "ended": 1, "tracked": 1, "ledger_only": 3,
-                               "malformed": 1}
+                               "malformed": 1, "archived": 0}
     (ledger.portable / "bad-1.json").unlink()
     assert ledger.status()["malformed"] == 0
 

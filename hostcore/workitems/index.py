@@ -12,6 +12,11 @@ is deleted and rebuilt from the records. SQLite's ``quick_check`` runs only when
 the machine has booted since the index was last opened: the index is written
 without fsync, so only an unclean shutdown of the machine can damage it.
 
+A read-only ledger (``hostcore status``) opens the index file read-only and uses
+it as it is when the folder has not moved since it was written; otherwise (or when
+it cannot be opened, or has another format) it copies it into memory and
+re-synchronises the copy there, reading only the changed files, and writes nothing.
+
 One connection serves every thread of a process, one call at a time.
 """
 
@@ -40,10 +45,14 @@ from hostcore.workitems.records import (
 
 log = logging.getLogger("hostcore.workitems.index")
 
-INDEX_FORMAT = 3
+INDEX_FORMAT = 4
 BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
 
 T = TypeVar("T")
+
+# The characters after which a ref's item part begins (``owner/repo#12``, ``task:inbox/7``).
+_SCOPE_SEPARATORS = "#/:"
+
 
 class IndexEntry(msgspec.Struct, frozen=True):
     """One record as the index summarises it."""
@@ -76,9 +85,14 @@ CREATE TABLE entries (
     last_polled_at TEXT NOT NULL,
     size INTEGER NOT NULL,
     mtime_ns INTEGER NOT NULL,
-    decision TEXT
+    decision TEXT,
+    scope TEXT NOT NULL,
+    ended_at TEXT NOT NULL
 );
 CREATE INDEX entries_class ON entries (class, absent_since, ref);
+-- The distinct scopes of the unstamped records, found by skipping from one to the next.
+CREATE INDEX entries_unstamped_scope ON entries (scope, absent_since)
+    WHERE class != 'ended';
 CREATE TABLE malformed (slug TEXT PRIMARY KEY, size INTEGER NOT NULL,
                         mtime_ns INTEGER NOT NULL, reason TEXT NOT NULL);
 """
@@ -96,17 +110,23 @@ class LedgerIndex:
     :param on_event: called as ``on_event(name, **counts)`` for
         ``ledger.index_rebuilt``.
 
-    With ``path=None`` the index lives in memory and nothing is written: what a
-    read-only ledger uses (derived from the records once per process).
+    With ``path=None`` nothing is written: what a read-only ledger uses. It reads
+    the index file ``read_from`` (opened read-only) while that is fresh, and
+    otherwise an in-memory copy of it re-synchronised with the records (derived
+    from every record when there is no usable file).
     """
 
     def __init__(self, portable: Path, path: Path | None, *,
                  read_file: Callable[[Path], PortableRecord],
                  locked: Callable[[], AbstractContextManager[None]],
                  counters: LedgerCounters,
-                 on_event: Callable[..., object] | None = None) -> None:
+                 on_event: Callable[..., object] | None = None,
+                 read_from: Path | None = None) -> None:
         self.portable = portable
         self.path = path
+        self.read_from = read_from
+        # Set while the read-only connection is the index file itself (never written).
+        self._on_disk = False
         self._read_file = read_file
         self._locked = locked
         self._counters = counters
@@ -158,6 +178,20 @@ class LedgerIndex:
                 log.debug("ledger index update failed; it will be rebuilt", exc_info=True)
                 self.drop()
 
+    def removed(self, slugs: list[str]) -> None:
+        """Take in that the ledger just unlinked the files of ``slugs`` (under its
+        lock, after :meth:`fresh`): as :meth:`recorded`, no re-synchronisation."""
+        with self._mutex:
+            db = self._open()
+            try:
+                with db:
+                    db.executemany("DELETE FROM entries WHERE slug = ?",
+                                   [(slug,) for slug in slugs])
+                    _set_meta(db, "dir_mtime_ns", str(self._dir_mtime()))
+            except sqlite3.DatabaseError:
+                log.debug("ledger index update failed; it will be rebuilt", exc_info=True)
+                self.drop()
+
     def rebuild(self, reason: str = "requested") -> int:
         """Delete the index and derive it again from every record; returns records indexed."""
         with self._mutex, self._locked():
@@ -170,6 +204,7 @@ class LedgerIndex:
             if self._db is not None:
                 self._db.close()
                 self._db = None
+                self._on_disk = False
 
     def drop(self) -> None:
         """Close and delete the index files (they are re-derived on next use)."""
@@ -186,6 +221,11 @@ class LedgerIndex:
         """The index, re-synchronised first if the folder changed since it was written."""
         db = self._open()
         if _meta(db, "dir_mtime_ns") != str(self._dir_mtime()):
+            if self._on_disk:
+                # A read-only process may not write the file: bring a copy up to date.
+                db = self._in_memory_copy(db)
+                self._resync(db)
+                return db
             with self._locked():
                 db = self._open()
                 if _meta(db, "dir_mtime_ns") != str(self._dir_mtime()):
@@ -197,7 +237,7 @@ class LedgerIndex:
         if self._db is not None:
             return self._db
         if self.path is None:
-            return self._rebuild("missing")
+            return self._open_read_only()
         ensure_dir(self.portable)
         reason = "missing" if not self.path.exists() else None
         if reason is None:
@@ -219,6 +259,35 @@ class LedgerIndex:
         log.debug("ledger index %s; rebuilding from the records", reason)
         self.drop()
         return self._rebuild(reason)
+
+    def _open_read_only(self) -> sqlite3.Connection:
+        """The index file opened read-only, if it opens, checks and has this format;
+        else an index derived in memory from the records."""
+        if self.read_from is not None and self.read_from.is_file():
+            try:
+                db = sqlite3.connect(f"{self.read_from.as_uri()}?mode=ro", uri=True,
+                                     isolation_level=None, timeout=5,
+                                     check_same_thread=False)
+                try:
+                    boot = _boot_id()
+                    ok = (bool(boot) and _meta(db, "boot") == boot) or _quick_check(db)
+                    if ok and _meta(db, "format") == str(INDEX_FORMAT):
+                        self._db, self._on_disk = db, True
+                        return db
+                except sqlite3.DatabaseError:
+                    log.debug("ledger index unreadable read-only", exc_info=True)
+                db.close()
+            except sqlite3.DatabaseError:
+                log.debug("ledger index does not open read-only", exc_info=True)
+        return self._rebuild("missing")
+
+    def _in_memory_copy(self, disk: sqlite3.Connection) -> sqlite3.Connection:
+        """``disk`` copied into memory (the connection then used), ``disk`` closed."""
+        memory = self._connect()
+        disk.backup(memory)
+        disk.close()
+        self._db, self._on_disk = memory, False
+        return memory
 
     def _connect(self) -> sqlite3.Connection:
         if self.path is None:
@@ -309,9 +378,18 @@ def _put(db: sqlite3.Connection, slug: str, record: PortableRecord, size: int,
     poll = record.poll
     last = poll.last_polled_at if poll and isinstance(poll.last_polled_at, str) else ""
     db.execute(
-        "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (slug, record.ref, record.sections, record_class(record), absent_since_of(poll),
-         poll.updated_at if poll else "", last, size, mtime_ns, decision_member(record)))
+         poll.updated_at if poll else "", last, size, mtime_ns, decision_member(record),
+         scope_key(record.ref), record.ended.at if record.ended else ""))
+
+
+def scope_key(ref: str) -> str:
+    """The part of ``ref`` before its item part: up to the last ``#``, ``/`` or ``:``
+    (the whole ref when it has none). Refs with one key are taken to share their
+    owner and scope (GitHub's ``owner/repo#N``), so ownership is asked once a key."""
+    cut = max(ref.rfind(separator) for separator in _SCOPE_SEPARATORS)
+    return ref[:cut] if cut > 0 else ref
 
 
 def _meta(db: sqlite3.Connection, key: str) -> str | None:

@@ -4,10 +4,13 @@ Layout under the ledger folder (``<root>/ledger``)::
 
     portable/<slug>.json   one record per work item (the truth; see docs/ledger.md)
     index.sqlite3          a summary of every record, re-derivable, never trusted
+    archive.sqlite3        ended records moved out of portable/ (the truth for them)
     .lock                  serialises writers across processes
 
 Records and their encoding are in :mod:`hostcore.workitems.records`, the index in
-:mod:`hostcore.workitems.index`. Every change is one atomic write of the record.
+:mod:`hostcore.workitems.index`, the archive in :mod:`hostcore.workitems.archive`.
+Every change is one atomic write of the record. A record lives in ``portable/`` or
+in the archive; where both hold one (a move killed half way) the live file wins.
 A :class:`Ledger` may be used from several threads of one process.
 """
 
@@ -24,7 +27,8 @@ from pathlib import Path
 import msgspec
 
 from hostcore.errors import RecordError
-from hostcore.files import atomic_write, file_lock
+from hostcore.files import atomic_write, file_lock, fsync_dir
+from hostcore.workitems.archive import Archive, Archived
 from hostcore.workitems.index import IndexEntry, LedgerCounters, LedgerIndex
 from hostcore.workitems.records import (
     DECISIONS,
@@ -35,6 +39,7 @@ from hostcore.workitems.records import (
     PollSection,
     PortableRecord,
     absent_since_of,
+    decision_member,
     decode_record,
     encode_record,
     slug_for,
@@ -53,11 +58,33 @@ __all__ = [
     "encode_record",
 ]
 
+ARCHIVE_FILE = "archive.sqlite3"
+
 log = logging.getLogger("hostcore.workitems.ledger")
 
 # A stamp past the horizon reads as unparsable: "" sorts first. (The ORDER BY's
 # parameter follows the WHERE clause's two.)
 _HORIZON_ORDER = "CASE WHEN absent_since > ? THEN '' ELSE absent_since END, ref"
+
+# Each scope key of the unstamped records, one index seek apiece: the query skips from
+# a key to the next along ``entries_unstamped_scope``, so it costs the keys, not the rows.
+_UNSTAMPED_SCOPES = """
+WITH RECURSIVE keys(scope) AS (
+    SELECT MIN(scope) FROM entries WHERE class != 'ended'
+    UNION ALL
+    SELECT (SELECT MIN(scope) FROM entries WHERE class != 'ended' AND scope > keys.scope)
+    FROM keys WHERE keys.scope IS NOT NULL
+)
+SELECT scope, (SELECT ref FROM entries WHERE class != 'ended' AND scope = keys.scope LIMIT 1)
+FROM keys WHERE scope IS NOT NULL
+"""
+
+
+class ArchivePass(msgspec.Struct, kw_only=True):
+    """What one :meth:`Ledger.archive_ended` did (counts only: they reach telemetry)."""
+
+    archived: int = 0
+    skipped: int = 0
 
 
 class Ledger:
@@ -78,7 +105,8 @@ class Ledger:
         self.index = LedgerIndex(self.portable, None if read_only else self.index_path,
                                  read_file=self._read_file,
                                  locked=self._locked, counters=self.counters,
-                                 on_event=on_event)
+                                 on_event=on_event, read_from=self.index_path)
+        self.archive = Archive(self.directory / ARCHIVE_FILE, read_only=read_only)
         # Re-entrant per process (a second flock on a new descriptor would wait
         # for the first forever); the flock itself serialises processes.
         self._thread_lock = threading.RLock()
@@ -94,18 +122,25 @@ class Ledger:
         return path
 
     def read(self, ref: str) -> PortableRecord | None:
-        """The record of ``ref``; ``None`` if there is none; :class:`RecordError` if
-        the file is malformed or belongs to another ref."""
+        """The record of ``ref`` (live, else archived); ``None`` if there is none;
+        :class:`RecordError` if it is malformed or belongs to another ref."""
+        return self._read_either(ref)[0]
+
+    def _read_either(self, ref: str) -> tuple[PortableRecord | None, bool]:
+        """The record of ``ref`` and whether it came from the archive."""
         path = self.path_for(ref)
         try:
-            data = path.read_bytes()
+            data, what, archived = path.read_bytes(), str(path), False
         except FileNotFoundError:
-            return None
+            kept = self.archive.get(ref)
+            if kept is None:
+                return None, False
+            data, what, archived = kept, f"{self.archive.path} ({path.name})", True
         self.counters.reads += 1
-        record = decode_record(data, what=str(path))
+        record = decode_record(data, what=what)
         if record.ref != ref:
-            raise RecordError(f"{path}: $.ref: names {record.ref[:80]!r}, not {ref[:80]!r}")
-        return record
+            raise RecordError(f"{what}: $.ref: names {record.ref[:80]!r}, not {ref[:80]!r}")
+        return record, archived
 
     def write(self, record: PortableRecord) -> None:
         """Write ``record`` (one atomic write) and update its index row.
@@ -133,20 +168,26 @@ class Ledger:
         write the result, unless ``change`` returns ``None`` (nothing to write).
         A malformed record raises :class:`RecordError` and is left as it is."""
         with self._locked():  # read, change and write as one step across processes
-            record = self.read(ref) or PortableRecord(ref=ref)
-            changed = change(record)
+            found, archived = self._read_either(ref)
+            changed = change(found or PortableRecord(ref=ref))
             if changed is not None:
                 self.write(changed)
+                if archived:
+                    # The live file holds the newer version now. Killed before this
+                    # line, the stale copy is shadowed by the live file (it wins).
+                    self.archive.discard(ref)
             return changed
 
     def iter_records(self) -> Iterator[tuple[str, PortableRecord]]:
-        """Every well-formed record as ``(ref, record)``, in file-name order.
+        """Every well-formed record as ``(ref, record)``: the live ones in file-name
+        order, then the archived ones (those without a live file) in ref order.
 
-        Reads every file; a malformed one is skipped with a debug line.
+        Reads every file and every archived record; a malformed one is skipped with
+        a debug line.
         """
-        if not self.portable.is_dir():
-            return
-        for name in sorted(os.listdir(self.portable)):
+        names = sorted(os.listdir(self.portable)) if self.portable.is_dir() else []
+        live = set(names)
+        for name in names:
             if not name.endswith(".json") or name.startswith("."):
                 continue
             path = self.portable / name
@@ -155,6 +196,16 @@ class Ledger:
             except (OSError, RecordError) as exc:
                 log.debug("ledger: skipping %s: %s", name, exc)
                 continue
+            yield record.ref, record
+        for ref, data in self.archive.records():
+            if f"{slug_for(ref)}.json" in live:
+                continue  # shadowed: the live file wins
+            try:
+                record = decode_record(data, what=f"{self.archive.path}")
+            except RecordError as exc:
+                log.debug("ledger: skipping an archived record: %s", exc)
+                continue
+            self.counters.reads += 1
             yield record.ref, record
 
     def _read_file(self, path: Path) -> PortableRecord:
@@ -206,18 +257,43 @@ class Ledger:
         One index query: each member was computed when the index last took in
         that version of the file (its size and mtime), so an unchanged ledger reads
         no record, and a changed one reads only the changed files. As fresh as
-        every index answer (see the module docstring).
+        every index answer (see the module docstring). Archived records add the
+        members kept beside them, unless a live record of the same ref wins.
         """
-        return self.index.read(lambda db: {
+        members = self.index.read(lambda db: {
             str(ref): str(member) for ref, member in
             db.execute("SELECT ref, decision FROM entries WHERE decision IS NOT NULL")})
+        live = self.index.read(lambda db: {str(ref) for (ref,) in db.execute(
+            "SELECT ref FROM entries WHERE decision IS NULL")}) if self.archive.count() else ()
+        for ref, member in self.archive.decision_members():
+            if ref not in members and ref not in live:
+                members[ref] = member
+        return members
+
+    def unstamped_scopes(self) -> list[tuple[str, str]]:
+        """``(scope key, a ref)`` for each scope key (:func:`~hostcore.workitems.index.scope_key`)
+        of the unstamped records: one query, costing the keys, not the records."""
+        return self.index.read(lambda db: [
+            (str(key), str(ref)) for key, ref in db.execute(_UNSTAMPED_SCOPES)])
+
+    def unstamped_in(self, key: str, absent_before: str | None = None) -> list[IndexEntry]:
+        """The unstamped records of scope key ``key``, by ref; with ``absent_before``,
+        only those whose ``absent_since`` is earlier (one index range)."""
+        if absent_before is None:
+            return self.index.entries("class != 'ended' AND scope = ?", (key,))
+        return self.index.entries("class != 'ended' AND scope = ? AND absent_since < ?",
+                                  (key, absent_before))
 
     def entry(self, ref: str) -> IndexEntry | None:
         rows = self.index.entries("slug = ?", (slug_for(ref),))
         return rows[0] if rows and rows[0].ref == ref else None
 
     def status(self) -> dict[str, int]:
-        """Counts for ``hostcore status``: records, ended, tracked, ledger-only, malformed."""
+        """Counts for ``hostcore status``: records, ended, tracked, ledger-only,
+        malformed, archived (records and ended include the archived ones; a live
+        file and its archived copy count once). Index queries and the archive's
+        kept count: no record is read. An archive that cannot be read is counted
+        as ``archive_unreadable: 1`` and its records left out."""
 
         def counts(db: sqlite3.Connection) -> dict[str, int]:
             by_class = dict(db.execute("SELECT class, COUNT(*) FROM entries GROUP BY class"))
@@ -229,7 +305,82 @@ class Ledger:
                 "malformed": int(db.execute("SELECT COUNT(*) FROM malformed").fetchone()[0]),
             }
 
-        return self.index.read(counts)
+        report = self.index.read(counts)
+        try:
+            archived = self.archive.count()
+            if archived:
+                live = self.index.read(lambda db: [
+                    str(ref) for (ref,) in db.execute("SELECT ref FROM entries")])
+                archived -= len(self.archive.shadowed(live))
+        except RecordError:
+            log.info("ledger: the archive cannot be read; status leaves it out")
+            return {**report, "archived": 0, "archive_unreadable": 1}
+        report["records"] += archived
+        report["ended"] += archived
+        report["archived"] = archived
+        return report
+
+    def archive_ended(self, ended_before: str, limit: int | None = None) -> ArchivePass:
+        """Move ended records (stamped, ``poll`` forgotten) whose ``ended.at`` is at
+        or before ``ended_before`` into the archive, oldest first, at most ``limit``.
+
+        Crash-safe in two steps under the ledger lock: one durable commit of the
+        records' exact bytes into the archive, then each live file is unlinked if
+        it is still the version copied, and the folder fsynced. Killed after the
+        commit, a file and its copy both exist with the same bytes: the live one
+        wins every read, counts take it once, and the next pass unlinks it. A
+        record that changed since it was indexed, or that no longer reads as
+        ended, is skipped (counted) and left live.
+        """
+        if self.read_only:
+            raise RecordError(f"{self.directory}: ledger opened read-only")
+        done = ArchivePass()
+        with self._locked():
+            rows = self.index.read(lambda db: db.execute(
+                "SELECT slug, ref, size, mtime_ns FROM entries WHERE class = 'ended' "
+                "AND (sections & ?) = 0 AND ended_at <= ? ORDER BY ended_at, ref LIMIT ?",
+                (POLL, ended_before, -1 if limit is None else limit)).fetchall())
+            moving: list[tuple[Archived, Path, tuple[int, int]]] = []
+            for slug, ref, size, mtime_ns in rows:
+                path = self.portable / f"{slug}.json"
+                copied = self._archivable(path, str(ref), (int(size), int(mtime_ns)))
+                if copied is None:
+                    done.skipped += 1
+                    continue
+                moving.append((copied, path, (int(size), int(mtime_ns))))
+            if not moving:
+                return done
+            self.archive.put([copied for copied, _, _ in moving])
+            gone: list[str] = []
+            for _, path, stamp in moving:
+                if _stamp_of(path) != stamp:  # rewritten meanwhile: it stays live
+                    done.skipped += 1
+                    continue
+                os.unlink(path)
+                gone.append(path.name[:-5])
+            fsync_dir(self.portable)
+            self.index.removed(gone)
+            done.archived = len(gone)
+        return done
+
+    def _archivable(self, path: Path, ref: str, stamp: tuple[int, int]) -> Archived | None:
+        """The archive's copy of the record file ``path``, if it is still the version
+        the index described (``stamp``) and reads as ended with no ``poll``."""
+        try:
+            if _stamp_of(path) != stamp:
+                return None
+            data = path.read_bytes()
+            if _stamp_of(path) != stamp:
+                return None
+            record = decode_record(data, what=str(path))
+        except (OSError, RecordError) as exc:
+            log.debug("ledger: not archiving %s: %s", path.name, exc)
+            return None
+        self.counters.reads += 1
+        if record.ref != ref or record.ended is None or record.poll is not None:
+            return None
+        return Archived(ref=ref, ended_at=record.ended.at, decision=decision_member(record),
+                        data=data)
 
     def rebuild_index(self, reason: str = "requested") -> int:
         """Delete the index and derive it again from every record; returns records indexed."""
@@ -237,6 +388,7 @@ class Ledger:
 
     def close(self) -> None:
         self.index.close()
+        self.archive.close()
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -257,6 +409,15 @@ class Ledger:
                     yield
                 finally:
                     self._lock_depth = 0
+
+
+def _stamp_of(path: Path) -> tuple[int, int] | None:
+    """``(size, mtime_ns)`` of ``path``, ``None`` when it is gone."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    return stat.st_size, stat.st_mtime_ns
 
 
 class PollState:

@@ -60,6 +60,13 @@ EVENTS = (
         "The ledger index was derived again from the records: because it was missing, "
         "damaged, of another format, or on request.",
     ),
+    EventSpec(
+        "ledger.archived",
+        {"archived": int, "skipped": int, "failed": bool},
+        "A poll cycle moved ended records into the ledger's archive: records moved, "
+        "records left live because they changed or did not read as ended, and whether "
+        "the archive could not be written (every record then stays live).",
+    ),
 )
 
 

@@ -1,0 +1,239 @@
+"""The ledger's archive: ended records moved out of ``portable/``, still the truth.
+
+An ended record (``ended`` stamped, ``poll`` forgotten) is read rarely and never
+changes unless its item opens again, so once it is old enough the ledger moves it
+into one SQLite file, ``archive.sqlite3``: the record's exact JSON bytes keyed by
+its ref, with what the ledger answers without decoding it (when it ended, its
+decision member). The live folder and its index then hold only the records a
+cycle may work on.
+
+Unlike the index this file is not re-derivable: it is written with a rollback
+journal and ``synchronous = FULL``, so a committed move survives a power cut, and
+it is never deleted or rebuilt when it fails to open: the ledger then archives
+nothing and reports the error. The ledger moves a record in two steps (see
+:meth:`hostcore.workitems.ledger.Ledger.archive_ended`): it commits the copy here,
+then unlinks the live file. Killed between the two, both exist and hold the same
+bytes: readers take the live file, counts leave such a copy out, and the next
+pass unlinks the live file.
+
+One connection serves every thread of a process, one call at a time.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import msgspec
+
+from hostcore.errors import RecordError
+from hostcore.files import ensure_dir, open_state_file
+
+log = logging.getLogger("hostcore.workitems.archive")
+
+ARCHIVE_FORMAT = 1
+
+T = TypeVar("T")
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE records (
+    ref TEXT PRIMARY KEY,
+    ended_at TEXT NOT NULL,
+    decision TEXT,
+    data BLOB NOT NULL
+) WITHOUT ROWID;
+"""
+
+
+class Archived(msgspec.Struct, frozen=True):
+    """One record as the archive keeps it: the exact bytes of its file."""
+
+    ref: str
+    ended_at: str
+    decision: str | None
+    data: bytes
+
+
+class Archive:
+    """``archive.sqlite3`` beside the live records.
+
+    Read-only (``hostcore status``), the file is opened read-only and never
+    created; a missing file is an empty archive.
+    """
+
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
+        self.path = path
+        self.read_only = read_only
+        self._db: sqlite3.Connection | None = None
+        self._mutex = threading.RLock()
+
+    # -- reads -----------------------------------------------------------------------
+
+    def get(self, ref: str) -> bytes | None:
+        """The archived bytes of ``ref``; ``None`` when it is not archived."""
+        row = self._read(lambda db: db.execute(
+            "SELECT data FROM records WHERE ref = ?", (ref,)).fetchone(), None)
+        return None if row is None else bytes(row[0])
+
+    def count(self) -> int:
+        """How many records the archive holds (kept in ``meta``: no scan)."""
+        return self._read(lambda db: _count(db), 0)
+
+    def shadowed(self, refs: Iterable[str]) -> set[str]:
+        """Those of ``refs`` the archive also holds (a live file shadows its copy)."""
+
+        wanted = list(refs)
+        return self._read(lambda db: _present(db, wanted), set())
+
+    def decision_members(self) -> Iterator[tuple[str, str]]:
+        """``(ref, member)`` of every archived record carrying a decision."""
+        rows: list[tuple[str, str]] = self._read(lambda db: db.execute(
+            "SELECT ref, decision FROM records WHERE decision IS NOT NULL").fetchall(), [])
+        return ((str(ref), str(member)) for ref, member in rows)
+
+    def records(self, batch: int = 1_000) -> Iterator[tuple[str, bytes]]:
+        """``(ref, bytes)`` of every archived record, in ref order, ``batch`` at a time
+        (so a large archive is never held in memory at once)."""
+        after = ""
+        while True:
+            rows = self._read(functools.partial(_after, start=after, batch=batch),
+                              list[tuple[str, bytes]]())
+            if not rows:
+                return
+            for ref, data in rows:
+                yield str(ref), bytes(data)
+            after = str(rows[-1][0])
+
+    # -- writes ----------------------------------------------------------------------
+
+    def put(self, records: list[Archived]) -> None:
+        """Store ``records`` (replacing copies of the same refs) in one durable commit.
+
+        Raises :class:`sqlite3.DatabaseError` or :class:`OSError` when the commit
+        did not happen: the caller then keeps the live files.
+        """
+        with self._mutex:
+            db = self._writable()
+            with db:
+                db.execute("BEGIN IMMEDIATE")
+                known = _present(db, [r.ref for r in records])
+                db.executemany("INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?)",
+                               [(r.ref, r.ended_at, r.decision, r.data) for r in records])
+                _set_count(db, _count(db) + len({r.ref for r in records} - known))
+
+    def discard(self, ref: str) -> bool:
+        """Remove the copy of ``ref`` (its live record was written since); True if
+        there was one."""
+        with self._mutex:
+            if not self.path.exists():
+                return False
+            db = self._writable()
+            with db:
+                db.execute("BEGIN IMMEDIATE")
+                gone = db.execute("DELETE FROM records WHERE ref = ?", (ref,)).rowcount
+                if gone:
+                    _set_count(db, _count(db) - gone)
+            return bool(gone)
+
+    def close(self) -> None:
+        with self._mutex:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+    # -- connection ------------------------------------------------------------------
+
+    def _read(self, query: Callable[[sqlite3.Connection], T], empty: T) -> T:
+        """``query`` on the archive; ``empty`` when there is no archive file yet.
+
+        A file that does not open raises :class:`RecordError` naming it: archived
+        records are the truth, so an unreadable archive is an error, not "none".
+        """
+        with self._mutex:
+            if self._db is None and not self.path.exists():
+                return empty
+            try:
+                return query(self._connection())
+            except sqlite3.DatabaseError as exc:
+                raise RecordError(f"{self.path}: the archive cannot be read: {exc}") from exc
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._db is not None:
+            return self._db
+        if self.read_only:
+            db = sqlite3.connect(f"{self.path.as_uri()}?mode=ro", uri=True,
+                                 isolation_level=None, timeout=30, check_same_thread=False)
+        else:
+            db = self._connect()
+            if db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 0:
+                # New, or a creation killed before its schema: nothing in it to lose.
+                db.executescript(f"BEGIN; {_SCHEMA} INSERT INTO meta VALUES "
+                                 f"('format', '{ARCHIVE_FORMAT}'), ('count', '0'); COMMIT;")
+        fmt = _meta(db, "format")
+        if fmt != str(ARCHIVE_FORMAT):
+            db.close()
+            # Never rebuilt: what it holds exists nowhere else.
+            raise RecordError(f"{self.path}: archive format {fmt!r}, this hostcore reads "
+                              f"{ARCHIVE_FORMAT}")
+        self._db = db
+        return db
+
+    def _writable(self) -> sqlite3.Connection:
+        if self.read_only:
+            raise RecordError(f"{self.path}: archive opened read-only")
+        return self._connection()
+
+    def _connect(self) -> sqlite3.Connection:
+        ensure_dir(self.path.parent)
+        if not self.path.exists():
+            # Owner-only, whatever the umask; SQLite's journal copies this mode.
+            os.close(open_state_file(self.path, os.O_RDWR | os.O_CREAT))
+        db = sqlite3.connect(self.path, isolation_level=None, timeout=30,
+                             check_same_thread=False)
+        db.isolation_level = "DEFERRED"
+        # The truth for what it holds: every commit reaches the disk before it returns.
+        db.execute("PRAGMA journal_mode = DELETE")
+        db.execute("PRAGMA synchronous = FULL")
+        return db
+
+
+def _meta_table(db: sqlite3.Connection) -> bool:
+    return db.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone() is not None
+
+
+def _meta(db: sqlite3.Connection, key: str) -> str | None:
+    if not _meta_table(db):
+        return None
+    row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def _count(db: sqlite3.Connection) -> int:
+    return int(_meta(db, "count") or 0)
+
+
+def _set_count(db: sqlite3.Connection, count: int) -> None:
+    db.execute("INSERT OR REPLACE INTO meta VALUES ('count', ?)", (str(count),))
+
+
+def _present(db: sqlite3.Connection, refs: list[str]) -> set[str]:
+    found: set[str] = set()
+    for start in range(0, len(refs), 500):
+        chunk = refs[start:start + 500]
+        marks = ",".join("?" * len(chunk))
+        found.update(str(ref) for (ref,) in db.execute(
+            f"SELECT ref FROM records WHERE ref IN ({marks})", chunk))
+    return found
+
+
+def _after(db: sqlite3.Connection, start: str, batch: int) -> list[tuple[str, bytes]]:
+    """The next ``batch`` archived records after ref ``start``, in ref order."""
+    return db.execute("SELECT ref, data FROM records WHERE ref > ? ORDER BY ref LIMIT ?",
+                      (start, batch)).fetchall()

@@ -11,7 +11,8 @@ written; a file that shrank or was replaced (another inode) is read again from
 the start (rows carry dedupe keys, so nothing doubles); a file that disappeared
 is forgotten, and the evidence it gave stays in the store. At most
 ``max_line_bytes`` of one line are ever held in memory: the rest of a longer
-line is skipped and the line counted as oversized. One read stops at a budget of
+line is skipped and the line counted as oversized. A UTF-8 byte-order mark at the
+start of a file is skipped, not taken for part of its first line. One read stops at a budget of
 bytes, lines and seconds, so a batch (one transaction) stays small whatever the
 backlog.
 
@@ -65,6 +66,8 @@ GIT_FILE_MAX_BYTES = 256 << 10
 HEAD_BYTES = 256
 # Chunk used to skip the rest of an oversized line.
 _SKIP_CHUNK = 1 << 16
+# The UTF-8 byte-order mark some editors put at the start of a file.
+_BOM = b"\xef\xbb\xbf"
 # Lines read between two looks at the clock.
 _CLOCK_EVERY = 512
 # Opening flags of files read here: never hang on a FIFO, never leak into a child.
@@ -267,7 +270,13 @@ class JsonlFiles:
         try:
             while start - first < budget.bytes and left_lines > 0:
                 handle.seek(start)
-                lines = handle.read(limit + 1).split(b"\n")
+                block = handle.read(limit + 1)
+                if not start and block[:3] == _BOM:
+                    # A byte-order mark (PowerShell writes one) is no part of the first
+                    # line: read again past it. Looked at once a block, never per line.
+                    start = len(_BOM)
+                    continue
+                lines = block.split(b"\n")
                 rest = lines.pop()  # after the block's last newline: a line not ended in it
                 if not lines:  # no newline in the block
                     if len(rest) <= limit:

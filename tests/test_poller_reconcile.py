@@ -290,11 +290,8 @@ def test_non_closure_dates_a_ledger_only_record_with_exactly_one_write(rig, outc
             {"stage": "closure", "set": "ledger_only", "will_retry": True}]
 
 
-@pytest.mark.parametrize("outcome", ["open", "provider_error"])
-def test_non_closure_leaves_a_tracked_record_unchanged(rig, outcome):
+def test_still_open_leaves_a_tracked_record_unchanged(rig):
     rig.plant("o/r#1", control={"armed": True})
-    if outcome == "provider_error":
-        rig.provider.answers["o/r#1"] = ProviderError("boom", ref="o/r#1")
     before = rig.ledger.path_for("o/r#1").read_bytes()
     summary = rig.cycle()
     assert rig.ledger.written == []
@@ -302,6 +299,23 @@ def test_non_closure_leaves_a_tracked_record_unchanged(rig, outcome):
     assert summary.tracked_checks == 1
     rig.cycle()
     assert rig.provider.asked == ["o/r#1"]  # asked again the next cycle
+
+
+def test_no_answer_puts_a_tracked_record_on_a_backoff_of_one_interval(rig):
+    # (Until issue 25 a failed question wrote nothing and was asked again every cycle,
+    # first: one record that never answers held its repository.)
+    rig.plant("o/r#1", control={"armed": True})
+    rig.provider.answers["o/r#1"] = ProviderError("boom", ref="o/r#1")
+    summary = rig.cycle()
+    (written,) = rig.ledger.written
+    failing = written.poll.backoff
+    assert failing.failures == 1 and failing.error == "o/r#1: boom"
+    assert written.control == {"armed": True} and written.ended is None
+    assert summary.tracked_checks == 1 and summary.failing == 1
+    assert rig.cycle().deferred == 1 and rig.provider.asked == []  # not due yet
+    rig.now += timedelta(seconds=INTERVAL)
+    rig.cycle()
+    assert rig.provider.asked == ["o/r#1"]  # due again after one interval
 
 
 @pytest.mark.parametrize("state", ["closed", "merged"])

@@ -85,6 +85,11 @@ class ScopeListing(msgspec.Struct, frozen=True, kw_only=True):
     it as text is in ``items`` (a listing ordered by last change, newest first,
     stopped part way). The poller then reconciles the records last seen with a
     later marker and pauses the rest. Leave it empty unless the markers sort as text.
+
+    ``capped`` marks an interruption by the provider's own bound on how much it
+    lists per cycle (a page budget): the scope is too big to list whole by design,
+    which the same listing will meet every cycle, so it is reported but is not a
+    failure of the cycle. A time budget or a stop is not a cap.
     """
 
     scope: str
@@ -93,6 +98,7 @@ class ScopeListing(msgspec.Struct, frozen=True, kw_only=True):
     reason: str = ""
     reset_at: str = ""
     changed_since: str = ""
+    capped: bool = False
 
 
 class Listing(msgspec.Struct, frozen=True):
@@ -140,15 +146,22 @@ class ProviderError(HostcoreError):
     ``degrades_scope`` is set when asking again this cycle is pointless (a rate
     limit): the poller then skips the rest of ``scope`` for the cycle.
     ``reset_at`` is when the provider expects to answer again, if known.
+    ``gone`` says the provider was told the item does not exist (GitHub's 404), and
+    ``final`` that this will not change (GitHub's 410 for a deleted issue): the
+    poller stops asking about a gone item once the answer is final, or after it
+    came back the same several times in a row.
     """
 
     def __init__(self, message: str, *, ref: str | None = None, scope: str | None = None,
-                 degrades_scope: bool = False, reset_at: str = "") -> None:
+                 degrades_scope: bool = False, reset_at: str = "", gone: bool = False,
+                 final: bool = False) -> None:
         super().__init__(message)
         self.ref = ref
         self.scope = scope
         self.degrades_scope = degrades_scope
         self.reset_at = reset_at
+        self.gone = gone or final
+        self.final = final
 
 
 class WorkItemEvent(msgspec.Struct, frozen=True, kw_only=True):

@@ -51,6 +51,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -60,6 +61,8 @@ from hostcore.errors import RecordError
 from hostcore.files import keep_report, read_report
 from hostcore.plugin.registration import availability
 from hostcore.timestamps import format_utc, parse_exact, utc_now
+from hostcore.workitems import backoff
+from hostcore.workitems.backoff import Backoff
 from hostcore.workitems.budget import CycleBudget, applied
 from hostcore.workitems.index import IndexEntry
 from hostcore.workitems.items import (
@@ -80,6 +83,9 @@ from hostcore.workitems.records import (
     PollSection,
     PortableRecord,
     absent_since_of,
+    backoff_of,
+    record_class,
+    with_backoff,
     without_future,
 )
 
@@ -111,8 +117,16 @@ ARCHIVE_PER_CYCLE = 1_000
 # At most this many scopes of records a provider no longer owns are asked, per provider
 # per cycle, whether they were renamed (only in a cycle that lists never-seen items).
 RELOCATE_SCOPES_PER_CYCLE = 10
+# A tracked record whose question failed is asked again after this many intervals,
+# doubling with each failure in a row up to the recheck window (with jitter; see
+# hostcore.workitems.backoff). A ledger-only one is dated a window, as decision 115 says.
+BACKOFF_BASE_CYCLES = 1
+# Never-seen items that may be a renamed scope's wait for its relocation answer at most
+# this many intervals after the question first failed; then they are announced.
+RELOCATE_HOLD_CYCLES = LEDGER_RECHECK_EVERY_CYCLES
 
 ClosureSet = Literal["tracked", "ledger_only"]
+Answer = Literal["ended", "open", "failed"]
 Verdict = Literal["ask", "paused", "unowned"]
 Dispatch = Callable[[WorkItemEvent], int]
 # A scope whose absences prove something: "" for a complete listing, else the change
@@ -139,6 +153,12 @@ class PollSummary(msgspec.Struct, kw_only=True):
     moved: int = 0
     paused: int = 0
     future_stamps: int = 0
+    failing: int = 0
+    deferred: int = 0
+    gone: int = 0
+    held: int = 0
+    capped: list[str] = msgspec.field(default_factory=list)
+    unresolved: dict[str, str] = msgspec.field(default_factory=dict)
     budget_spent: bool = False
     ledger_error: str = ""
     errors: list[str] = msgspec.field(default_factory=list)
@@ -147,12 +167,20 @@ class PollSummary(msgspec.Struct, kw_only=True):
     def failures(self) -> list[str]:
         """What makes ``hostcore poll --once`` exit 1, one phrase each (names scopes):
         an unavailable provider that is configured, a listing that raised, a scope
-        that failed or was interrupted, a ledger that could not be written."""
+        that failed, was interrupted (but not by the provider's own page cap) or was
+        rate-limited, a scope whose relocation question fails, records whose closure
+        question fails (asked again on their backoff), a ledger that could not be
+        written."""
         if not self.available:
             return ["unavailable"] if self.configured else []
         found = ["could not list"] if self.listing == "failed" else []
         found += [f"{scope} ({status})" for scope, status in sorted(self.unlisted.items())
-                  if status in ("failed", "interrupted")]
+                  if status in ("failed", "degraded")
+                  or (status == "interrupted" and scope not in self.capped)]
+        found += [f"{scope} (could not tell whether it moved)"
+                  for scope in sorted(self.unresolved)]
+        if self.failing:
+            found.append(f"{self.failing} record(s) whose closure question fails")
         if self.ledger_error:
             found.append(f"ledger: {self.ledger_error}")
         return found
@@ -291,17 +319,18 @@ class Poller:
             return
         items = self._valid_items(listing, summary)
         known = {ref: self.ledger.entry(ref) for ref, _ in items}
-        defer_first_sights = False
         if any(entry is None for entry in known.values()):
-            defer_first_sights = not self._relocate(provider, now, budget, summary)
+            hold = self._relocate(provider, moment, window, budget, summary)
             known = {ref: entry or self.ledger.entry(ref) for ref, entry in known.items()}
         else:
             # No item to place: still ask, once a window, about scopes no longer owned
             # (a renamed repository with nothing open under its new name).
-            self._relocate(provider, now, budget, summary,
-                           asked_before=format_utc(moment - window))
+            hold = self._relocate(provider, moment, window, budget, summary,
+                                  asked_before=format_utc(moment - window))
+        waiting = self._may_have_moved(provider, known) if hold else set()
+        summary.held = len(waiting)
         for ref, item in items:
-            if defer_first_sights and known[ref] is None:
+            if ref in waiting:
                 continue
             try:
                 self._note_listed(provider, ref, item, known[ref], now, horizon, summary)
@@ -337,7 +366,11 @@ class Poller:
                 summary.unlisted[scope.scope] = scope.status
                 if scope.reason:
                     summary.errors.append(f"{scope.scope}: {scope.status}: {scope.reason}")
-        summary.listing = "complete" if listing.reconcilable else "partial"
+            if scope.capped:
+                summary.capped.append(scope.scope)
+        # A rate-limited scope listed nothing: the listing is not complete either.
+        summary.listing = ("complete" if all(s.status == "complete" for s in listing.scopes)
+                           else "partial")
         return listing
 
     @staticmethod
@@ -412,7 +445,8 @@ class Poller:
                 new_poll = msgspec.structs.replace(
                     new_poll, dispatch_failures=0, gave_up=None,
                     announced_at=new_poll.announced_at or now)
-        new_poll = without_future(new_poll, horizon)
+        # Listed, so open: a closure question that was failing about it is moot.
+        new_poll = without_future(msgspec.structs.replace(new_poll, backoff=None), horizon)
         summary.new += "opened" in kinds and not failures
         summary.changed += "changed" in kinds and not failures
         summary.commented += "commented" in kinds and not failures
@@ -447,8 +481,9 @@ class Poller:
 
     # -- moved scopes and items ----------------------------------------------------
 
-    def _relocate(self, provider: Any, now: str, budget: CycleBudget,
-                  summary: PollSummary, *, asked_before: str | None = None) -> bool:
+    def _relocate(self, provider: Any, moment: datetime, window: timedelta,
+                  budget: CycleBudget, summary: PollSummary, *,
+                  asked_before: str | None = None) -> bool:
         """Move the records of scopes the provider says were renamed into its own.
 
         Asked in every cycle whose listing shows never-seen items, so a renamed
@@ -456,27 +491,45 @@ class Poller:
         name; otherwise (``asked_before``) only about records neither seen nor
         asked about since then, so a scope dropped from the configuration on
         purpose costs one question a window. A record that did not move is stamped
-        asked. Returns False when a scope could not be asked (the caller then
-        defers the never-seen items a cycle rather than risk announcing them twice).
+        asked.
+
+        A scope whose question fails is put on a backoff kept on its first record
+        (by ref: the one :meth:`_stranded` names first), asked again only when that
+        comes, and named in ``summary.unresolved`` (a failure of the cycle) until it
+        answers. Returns True while the never-seen items that may be its renamed
+        items must wait: some scope is unresolved, its first failure less than
+        :data:`RELOCATE_HOLD_CYCLES` intervals ago, or was not asked for lack of time.
         """
         relocate = getattr(provider, "relocate", None)
         if not callable(relocate):
-            return True
-        told = True
+            return False
+        now = format_utc(moment)
+        hold = False
         stranded = self._stranded(provider, asked_before)
         for scope, refs in stranded[:RELOCATE_SCOPES_PER_CYCLE]:
+            first = refs[0].ref
+            previous = self._backoff_of(first)
+            if not backoff.due(previous, moment):
+                summary.unresolved[scope] = "waiting"
+                hold = hold or self._holding(previous, moment)
+                continue
             if budget.spent():
-                return False
+                return True
             try:
                 moves = relocate(scope, refs)
                 if not isinstance(moves, Mapping):
                     raise TypeError(f"relocate() returned {type(moves).__name__}, not a mapping")
             except Exception as exc:
-                told = False
                 detail = str(exc) if isinstance(exc, ProviderError) \
                     else f"{type(exc).__name__}: {exc}"
+                failed = backoff.failed(
+                    previous, moment, base=self._backoff_base(), cap=window,
+                    error=detail)
+                self.ledger.update(first, partial(_failing, failing=failed))
+                summary.unresolved[scope] = "failed"
                 summary.errors.append(f"{scope}: could not tell whether it moved: {detail}; "
-                                      "never-seen items wait for the next cycle")
+                                      f"asked again after {failed.next_ask_at}")
+                hold = hold or self._holding(failed, moment)
                 log.info("a relocation question failed (%s)", type(exc).__name__)
                 continue
             wanted = {ref.ref for ref in refs}
@@ -492,9 +545,39 @@ class Poller:
                     moved.add(str(old))
                 except RecordError as exc:
                     summary.errors.append(str(exc))
-            for ref in sorted(wanted - moved):
-                self.state.note_closure_check(ref, now)  # asked: not again this window
-        return told
+            for ref in sorted(wanted - moved):  # asked: not again this window
+                self.ledger.update(ref, lambda record: _dated(record, now, "", None))
+        return hold
+
+    def _backoff_base(self) -> timedelta:
+        return timedelta(seconds=BACKOFF_BASE_CYCLES * self.interval())
+
+    def _holding(self, failing: Backoff | None, moment: datetime) -> bool:
+        """Whether never-seen items still wait for a relocation answer that fails:
+        until :data:`RELOCATE_HOLD_CYCLES` intervals after its first failure."""
+        if failing is None:
+            return False
+        first = parse_exact(failing.first_failed_at)
+        bound = timedelta(seconds=RELOCATE_HOLD_CYCLES * self.interval())
+        return first is None or moment - first < bound
+
+    def _backoff_of(self, ref: str) -> Backoff | None:
+        try:
+            return backoff_of(self.ledger.read(ref))
+        except RecordError as exc:
+            log.debug("ledger: %s", exc)
+            return None
+
+    @staticmethod
+    def _may_have_moved(provider: Any, known: Mapping[str, IndexEntry | None]) -> set[str]:
+        """The never-seen listed items that could be a renamed scope's items: those of
+        scopes of which no listed item is in the ledger yet (a renamed repository's
+        items all arrive under a name the ledger has not seen). New items of a scope
+        the ledger already knows are new, whatever a relocation question says."""
+        seen = {_scope(provider, ref) for ref, entry in known.items() if entry is not None}
+        return {ref for ref, entry in known.items()
+                if entry is None and ((scope := _scope(provider, ref)) is None
+                                      or scope not in seen)}
 
     def _stranded(self, provider: Any, asked_before: str | None = None
                   ) -> list[tuple[str, tuple[WorkItemRef, ...]]]:
@@ -529,7 +612,7 @@ class Poller:
         return target if target != ref else None
 
     def _move(self, provider: Any, ref: str, closure: Closure, now: str,
-              summary: PollSummary) -> None:
+              summary: PollSummary) -> bool:
         """``ref`` now lives at ``closure.moved_to``. When the provider owns that ref,
         its record first takes every section of this one it lacks (``poll`` too, so
         the item is not announced again there; a session stays with its item); then
@@ -539,9 +622,10 @@ class Poller:
             old = self.ledger.read(ref)
             if old is not None and old.ended is None:
                 self.ledger.update(new, lambda current: _taking_missing(current, old))
-        self._close(provider, ref, closure, now)
+        stamped = self._close(provider, ref, closure, now)
         self.state.forget(ref)
-        summary.moved += 1
+        summary.moved += stamped
+        return stamped
 
     def _finish_forgets(self, provider: Any, open_refs: set[str]) -> None:
         """A record both stamped and polled, not listed, is a close path a killed
@@ -559,6 +643,10 @@ class Poller:
         horizon = format_utc(moment + window)
         proof = _proof(listing)
         tracked = self.ledger.tracked()
+        # Healthy records first, then those whose question failed before and whose
+        # backoff has come (soonest first): one that never answers cannot be first
+        # every cycle and spend the time or the scope's proof of the others.
+        due: list[tuple[bool, str, IndexEntry, Backoff | None]] = []
         for entry in tracked:
             if entry.ref in open_refs:
                 continue
@@ -566,12 +654,31 @@ class Poller:
             if verdict != "ask":
                 summary.paused += verdict == "paused"
                 continue
+            record = self._reread(entry.ref, summary)
+            if record is None or record_class(record) != "tracked":
+                continue  # the index row was stale (ended or gone since): nothing to ask
+            previous = backoff_of(record)
+            if previous is not None and previous.final:
+                summary.gone += 1
+                continue
+            if not backoff.due(previous, moment):
+                summary.deferred += 1
+                summary.failing += 1
+                continue
+            failing = backoff.standing(previous)
+            due.append((failing, previous.next_ask_at if previous and failing else "",
+                        entry, previous))
+        for _, _, entry, previous in sorted(due, key=lambda d: (d[0], d[1], d[2].ref)):
+            if self._verdict(provider, entry, proof) != "ask":
+                summary.paused += 1  # an answer degraded its scope since
+                continue
             if budget.spent():
                 summary.budget_spent = True
                 break
             summary.tracked_checks += 1
             try:
-                self._ask_closure(provider, entry.ref, "tracked", now, proof, summary)
+                self._ask_closure(provider, entry.ref, "tracked", moment, horizon, proof,
+                                  summary, previous)
             except RecordError as exc:
                 summary.errors.append(str(exc))
         cutoff = format_utc(moment - window)
@@ -587,7 +694,15 @@ class Poller:
                 continue
             if asked >= self.checks_per_cycle or summary.budget_spent:
                 continue
-            if not self._still_due(entry.ref, cutoff, horizon):
+            record = self._still_due(entry.ref, cutoff, horizon)
+            if record is None:
+                continue
+            previous = backoff_of(record)
+            if previous is not None and previous.final:
+                # Gone for good: not asked, only dated, so it leaves the due set a window.
+                summary.gone += 1
+                self.ledger.update(entry.ref, partial(_dated, now=now, horizon=horizon,
+                                                      failing=previous))
                 continue
             if budget.spent():
                 summary.budget_spent = True
@@ -595,9 +710,8 @@ class Poller:
             asked += 1
             summary.ledger_checks += 1
             try:
-                if not self._ask_closure(provider, entry.ref, "ledger_only", now, proof,
-                                         summary):
-                    self.state.note_closure_check(entry.ref, now, horizon)
+                self._ask_closure(provider, entry.ref, "ledger_only", moment, horizon, proof,
+                                  summary, previous)
             except RecordError as exc:  # the record went bad under us: nothing written
                 summary.errors.append(str(exc))
 
@@ -617,19 +731,25 @@ class Poller:
                 continue
             yield entry
 
-    def _still_due(self, ref: str, cutoff: str, horizon: str) -> bool:
-        """Re-read the record the index named: the index is a hint, never trusted."""
+    def _still_due(self, ref: str, cutoff: str, horizon: str) -> PortableRecord | None:
+        """Re-read the record the index named (the index is a hint, never trusted):
+        the record while it is still a due ledger-only one, else ``None``."""
         try:
             record = self.ledger.read(ref)
         except RecordError as exc:
             log.debug("ledger: %s", exc)
-            return False
-        if record is None or record.poll is None or record.ended is not None:
-            return False
-        if any(getattr(record, name) is not None
-               for name in ("session", "control", "graph", "collaborators")):
-            return False
-        return absent_since_of(record.poll, horizon) <= cutoff
+            return None
+        if record is None or record.poll is None or record_class(record) != "ledger_only":
+            return None
+        return record if absent_since_of(record.poll, horizon) <= cutoff else None
+
+    def _reread(self, ref: str, summary: PollSummary) -> PortableRecord | None:
+        """The record as it is now; ``None`` (and an error) when it no longer reads."""
+        try:
+            return self.ledger.read(ref)
+        except RecordError as exc:
+            summary.errors.append(str(exc))
+            return None
 
     @staticmethod
     def _verdict(provider: Any, entry: IndexEntry, proof: Proof) -> Verdict:
@@ -650,11 +770,18 @@ class Poller:
         marker = proof[scope]
         return "ask" if not marker or entry.updated_at > marker else "paused"
 
-    def _ask_closure(self, provider: Any, ref: str, which: ClosureSet, now: str,
-                     proof: Proof, summary: PollSummary) -> bool:
-        """Ask whether ``ref`` ended; on a closure (or a move) run the close path. True
-        only when one was recorded; "still open" and no answer are both False. An
-        answer that degrades its scope takes the scope's proof away for the cycle."""
+    def _ask_closure(self, provider: Any, ref: str, which: ClosureSet, moment: datetime,
+                     horizon: str, proof: Proof, summary: PollSummary,
+                     previous: Backoff | None) -> Answer:
+        """Ask whether ``ref`` ended; on a closure (or a move) run the close path.
+
+        "Still open" drops the record's backoff; a ledger-only record is also dated
+        (one write). A failed question writes its backoff (``previous`` and one more
+        failure) on the record, in the same write as the date for a ledger-only one:
+        a tracked record is asked again when it comes, a ledger-only one after the
+        window. An answer that degrades its scope takes the scope's proof away for
+        the cycle."""
+        now = format_utc(moment)
         wref = WorkItemRef(ref)
         try:
             closure = provider.closure(wref)
@@ -663,55 +790,83 @@ class Poller:
         except ProviderError as exc:
             if exc.degrades_scope and exc.scope:
                 proof.pop(exc.scope, None)
-            self._item_error(summary, which, f"{ref}: {exc}")
-            return False
+            self._failed(ref, which, moment, horizon, summary, previous, f"{ref}: {exc}",
+                         gone=exc.gone, final=exc.final)
+            return "failed"
         except Exception as exc:
             log.debug("provider %r closure(%s) raised", provider.name, ref, exc_info=True)
-            self._item_error(summary, which, f"{ref}: {type(exc).__name__}: {exc}")
-            return False
-        if not closure.ended:
-            return False
-        if closure.state == "moved":
+            self._failed(ref, which, moment, horizon, summary, previous,
+                         f"{ref}: {type(exc).__name__}: {exc}")
+            return "failed"
+        if closure.ended and closure.state == "moved":
             target = self._target(ref, closure.moved_to)
             if target is None:  # a move to nowhere proves nothing: no stamp on doubt
-                self._item_error(summary, which, f"{ref}: answered moved without a new ref")
-                return False
-            self.emit("poll.closure_detected", set=which, state="moved")
-            self._move(provider, ref, msgspec.structs.replace(closure, moved_to=target), now,
-                       summary)
-            return True
-        self.emit("poll.closure_detected", set=which, state=closure.state)
-        self._close(provider, ref, closure, now)
-        self.state.forget(ref)
-        summary.closures += 1
-        return True
+                self._failed(ref, which, moment, horizon, summary, previous,
+                             f"{ref}: answered moved without a new ref")
+                return "failed"
+            if self._move(provider, ref, msgspec.structs.replace(closure, moved_to=target),
+                          now, summary):
+                self.emit("poll.closure_detected", set=which, state="moved")
+            return "ended"
+        if closure.ended:
+            if self._close(provider, ref, closure, now):
+                self.emit("poll.closure_detected", set=which, state=closure.state)
+                summary.closures += 1
+            self.state.forget(ref)
+            return "ended"
+        if which == "ledger_only":
+            self.ledger.update(ref, lambda record: _dated(record, now, horizon, None))
+        elif previous is not None:
+            self.ledger.update(ref, lambda record: with_backoff(record, None))
+        return "open"
 
-    def _item_error(self, summary: PollSummary, which: ClosureSet, message: str) -> None:
-        # Both sets ask again: the tracked set next cycle, the ledger-only set after
-        # the window (it is dated, so an unanswerable record cannot hold the queue).
-        self.emit("poll.item_error", stage="closure", set=which, will_retry=True)
+    def _failed(self, ref: str, which: ClosureSet, moment: datetime, horizon: str,
+                summary: PollSummary, previous: Backoff | None, message: str, *,
+                gone: bool = False, final: bool = False) -> None:
+        """Keep a failed question's backoff on the record, count and report it."""
+        window = timedelta(seconds=self.recheck_every_cycles * self.interval())
+        # A ledger-only record waits a window, exactly (decision 115's dating).
+        base = window if which == "ledger_only" else self._backoff_base()
+        failed = backoff.failed(previous, moment, base=base, cap=window, error=message,
+                                gone=gone, final=final, jitter=which == "tracked")
+        now = format_utc(moment)
+        if which == "ledger_only":
+            self.ledger.update(ref, lambda record: _dated(record, now, horizon, failed))
+        else:
+            self.ledger.update(ref, partial(_failing, failing=failed))
+        if failed.final:
+            summary.gone += 1
+        else:
+            summary.failing += 1
+        self.emit("poll.item_error", stage="closure", set=which, will_retry=not failed.final)
         summary.errors.append(message)
         log.info("a closure question failed")
         log.debug("closure question failed: %s", message)
 
-    def _close(self, provider: Any, ref: str, closure: Closure, now: str) -> None:
+    def _close(self, provider: Any, ref: str, closure: Closure, now: str) -> bool:
         """The close path: stamp ``ended`` and clear control and collaborators (one
-        write), then tell the receivers. The caller forgets ``poll`` afterwards."""
+        write), then tell the receivers. The caller forgets ``poll`` afterwards.
+        False, with nothing written or told, when the record is already stamped (a
+        stale index row named it): an item ends once."""
 
-        def stamp(record: PortableRecord) -> PortableRecord:
+        def stamp(record: PortableRecord) -> PortableRecord | None:
+            if record.ended is not None:
+                return None
             ended = EndedStamp(at=now, state=closure.state, state_reason=closure.state_reason,
                                closed_at=closure.closed_at, closed_by=closure.closed_by,
                                moved_to=closure.moved_to)
             return msgspec.structs.replace(record, ended=ended, control=None,
                                            collaborators=None)
 
-        self.ledger.update(ref, stamp)
+        if self.ledger.update(ref, stamp) is None:
+            return False
         kind: EventKind = "moved" if closure.state == "moved" else "closed"
         event = WorkItemEvent(kind=kind, ref=WorkItemRef(ref), provider=provider.name,
                               at=now, closure=closure)
         if self._deliver(event):
             # The stamp is the durable fact; a receiver that missed it can read the ledger.
             self.emit("poll.item_error", stage="dispatch", will_retry=False)
+        return True
 
     def _deliver(self, event: WorkItemEvent) -> int:
         try:
@@ -774,6 +929,8 @@ def _taking_missing(current: PortableRecord, old: PortableRecord) -> PortableRec
     names = ("poll", "session", "control", "graph", "collaborators")
     taken = {name: getattr(old, name) for name in names
              if getattr(current, name) is None and getattr(old, name) is not None}
+    if old.poll is not None and "poll" in taken:  # the old ref's failures are not the new one's
+        taken["poll"] = msgspec.structs.replace(old.poll, backoff=None)
     return msgspec.structs.replace(current, **taken) if taken else None
 
 
@@ -788,6 +945,31 @@ def _configured(provider: Any) -> bool:
     except Exception:
         log.debug("provider %r configured() raised", provider.name, exc_info=True)
         return True
+
+
+def _dated(record: PortableRecord, now: str, horizon: str,
+           failing: Backoff | None) -> PortableRecord | None:
+    """``record`` asked at ``now`` and not told it ended: ``closureCheckedAt`` set, the
+    backoff set to ``failing`` (dropped for ``None``), a stamp past ``horizon`` (a wrong
+    clock's) cleared, in one write. A record with no ``poll`` section is left alone."""
+    if record.poll is None:
+        return None
+    poll = msgspec.structs.replace(record.poll, closure_checked_at=now, backoff=failing)
+    return msgspec.structs.replace(record, poll=without_future(poll, horizon) if horizon
+                                   else poll)
+
+
+def _failing(record: PortableRecord, failing: Backoff) -> PortableRecord | None:
+    """``record`` with the backoff of a failed question; nothing once it is stamped."""
+    return None if record.ended is not None else with_backoff(record, failing)
+
+
+def _scope(provider: Any, ref: str) -> str | None:
+    """The scope the provider places ``ref`` in; ``None`` when it cannot place it."""
+    try:
+        return str(provider.scope_of(WorkItemRef.parse(ref)))
+    except Exception:
+        return None
 
 
 def _owns(provider: Any, ref: str) -> bool:

@@ -18,6 +18,7 @@ from hostcore.errors import RecordError
 from hostcore.export.ref import identity
 from hostcore.records import encode_json
 from hostcore.timestamps import parse_exact
+from hostcore.workitems.backoff import Backoff
 from hostcore.workitems.items import WorkItemRef
 
 # The readable part of a slug is cut to this many characters; the hash makes it unique.
@@ -52,6 +53,8 @@ class PollSection(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=Tr
     last cycle that asked the provider whether the unlisted item ended and was
     not told it had. ``announced_at`` is when the ``opened`` event was delivered,
     ``updated_at`` the provider's change marker of the last version delivered.
+    ``backoff`` is set while the provider's answers about the item fail (see
+    :mod:`hostcore.workitems.backoff`).
     Timestamps are kept as found: one that does not parse is read as "long ago".
     ``more`` holds fields this version does not know.
     """
@@ -63,6 +66,7 @@ class PollSection(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=Tr
     seen_comments: list[str] = []
     dispatch_failures: int = 0
     gave_up: GiveUp | None = None
+    backoff: Backoff | None = None
     more: dict[str, Any] = {}
 
 
@@ -136,6 +140,21 @@ def without_future(poll: PollSection, horizon: str) -> PollSection:
                if isinstance(value := getattr(poll, name), str) and parse_exact(value)
                and value > horizon}
     return msgspec.structs.replace(poll, **changes) if changes else poll
+
+
+def with_backoff(record: PortableRecord, backoff: Backoff | None) -> PortableRecord | None:
+    """``record`` with ``poll.backoff`` set to ``backoff`` (a ``poll`` section made for
+    it when there is none and ``backoff`` is set); ``None`` when nothing changes."""
+    poll = record.poll
+    if (poll.backoff if poll is not None else None) == backoff:
+        return None
+    return msgspec.structs.replace(
+        record, poll=msgspec.structs.replace(poll or PollSection(), backoff=backoff))
+
+
+def backoff_of(record: PortableRecord | None) -> Backoff | None:
+    """The record's ``poll.backoff``, if it has one."""
+    return record.poll.backoff if record is not None and record.poll is not None else None
 
 
 def record_class(record: PortableRecord) -> str:

@@ -71,6 +71,9 @@ EVENTS = (
 # How long one ingest step keeps reading batches before it hands the tick on
 # and reports the rest as pending (seconds).
 INGEST_SLICE_SECONDS = 2.0
+# How long an ingest step may run before the tick abandons it (seconds): a slice
+# and the batches stored behind it, with room for a slow source's one read.
+INGEST_DEADLINE_SECONDS = 300.0
 # The fewest rows a batch has to be stored on a thread of its own while the next
 # batch is read; a smaller one (a tick's few new lines) is stored at once, as
 # the thread would cost more than it saves.
@@ -137,6 +140,7 @@ class IngestWorker:
 
     name = "ingest"
     order = 10
+    deadline_seconds = INGEST_DEADLINE_SECONDS
 
     def __init__(self, host: Host, *, slice_seconds: float | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:

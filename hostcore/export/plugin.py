@@ -45,6 +45,9 @@ EVENTS = (
 
 # Rows one worker run pushes before handing the tick back (pending=True).
 RUN_ROWS = 200_000
+# How long an export step may run before the tick abandons it (seconds): RUN_ROWS
+# rows to a slow destination.
+EXPORT_DEADLINE_SECONDS = 900.0
 
 CONFLICT_HINT = (
     "Content is still exported; only these governance writes are held back. `hostcore "
@@ -59,6 +62,7 @@ class ExportWorker:
 
     name = "export"
     order = 200
+    deadline_seconds = EXPORT_DEADLINE_SECONDS
 
     def __init__(self, host: Host, *, run_rows: int = RUN_ROWS) -> None:
         self.host = host

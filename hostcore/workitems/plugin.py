@@ -75,6 +75,12 @@ class PollFailed(HostcoreError):
     disk): its cycle ended early. The message says why."""
 
 
+# How long a poll step may run before the tick abandons it (seconds), unless twice
+# [poll] cycle_budget_seconds (40 by default) is longer: a cycle keeps to its budget,
+# and each gh call times out.
+POLL_DEADLINE_SECONDS = 600.0
+
+
 class PollWorker:
     """Runs a poll cycle each tick, no more often than ``[poll] interval_seconds``
     (read again from the config file each tick, so an edit takes effect at once).
@@ -93,6 +99,10 @@ class PollWorker:
     def __init__(self, host: Host) -> None:
         self.host = host
         self._last_cycle: float | None = None
+
+    @property
+    def deadline_seconds(self) -> float:
+        return max(POLL_DEADLINE_SECONDS, 2 * self.host.config.settings.poll.cycle_budget_seconds)
 
     def run(self, host: Host) -> WorkerResult:
         interval = host.reload_settings().poll.interval_seconds

@@ -21,12 +21,15 @@ import click
 from hostcore import __version__
 from hostcore.cli.commands import COMMANDS
 from hostcore.errors import ConfigError, HostcoreError
+from hostcore.plugin.calls import callers, guarded
 from hostcore.plugin.cli import HostFactory
 from hostcore.plugin.loader import BUILTIN_PLUGINS, PluginSet, load_plugins
 
 log = logging.getLogger("hostcore.cli")
 
 LOG_FORMAT = "hostcore: %(levelname)s: %(message)s"
+# Who adds the host's own commands, as RootGroup names owners.
+HOST = "hostcore"
 
 
 class RootGroup(click.Group):
@@ -36,16 +39,72 @@ class RootGroup(click.Group):
     time a name outside the host's own four is looked up, or the list is asked
     for (``--help``): running ``status`` or ``run --once`` never imports what
     ``export``, ``capture`` or ``custody`` need, which would cost every cold start.
+
+    Each plugin's hook is called on its own, built-ins first: one that raises is
+    reported and failed, and the commands it added before raising are taken back,
+    while every other plugin's commands work. A plugin adding a command under a
+    name that is already taken (a built-in's, or an earlier plugin's) has that
+    command refused, with a warning naming both; its other commands stay.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.plugin_set: PluginSet | None = None
+        # Who added each command (HOST for the host's own), who is adding now, and
+        # whose hostcore_commands has been called.
+        self._owners: dict[str, str] = {}
+        self._adding = HOST
+        self._called: set[str] = set()
+        self._builtins: set[str] = {HOST}
 
-    def _attach_plugin_commands(self) -> None:
-        plugin_set, self.plugin_set = self.plugin_set, None
-        if plugin_set is not None:
-            plugin_set.pm.hook.hostcore_commands(cli=self)
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        name = name or cmd.name
+        if name is not None and name in self.commands:
+            holder = self._owners.get(name, HOST)
+            if self._adding not in self._builtins or holder in self._builtins:
+                log.warning("plugin %r adds a command %r, which %s already adds; the "
+                            "plugin's is refused", self._adding, name, _who(holder))
+                return
+            # Only after `plugins` checked the plugins' hooks, built-ins' still unread:
+            # the built-in keeps its name all the same.
+            log.warning("plugin %r adds a command %r, which hostcore itself adds; the "
+                        "plugin's is refused", holder, name)
+        super().add_command(cmd, name)
+        if name is not None:
+            self._owners[name] = self._adding
+
+    def attach(self, plugin_set: PluginSet) -> None:
+        """Call ``plugin_set``'s ``hostcore_commands`` hooks when commands are needed."""
+        self.plugin_set = plugin_set
+        self._builtins |= {n for n, i in plugin_set.infos.items() if i.status == "builtin"}
+
+    def _attach_plugin_commands(self, *, builtins: bool = True) -> None:
+        plugin_set = self.plugin_set
+        if plugin_set is None:
+            return
+        for plugin_name, call in callers(plugin_set, "hostcore_commands",
+                                         order="registration"):
+            if plugin_name in self._called or (not builtins and plugin_name in self._builtins):
+                continue
+            self._called.add(plugin_name)
+            before = dict(self.commands)
+            self._adding = plugin_name
+            try:
+                ok, _ = guarded(plugin_set, plugin_name, "hostcore_commands", call, cli=self)
+            finally:
+                self._adding = HOST
+            if not ok:
+                # Half a plugin's commands is worse than none: take back what it added.
+                self.commands = before
+                self._owners = {n: o for n, o in self._owners.items() if n in before}
+        if builtins:
+            self.plugin_set = None
+
+    def check_plugin_commands(self) -> None:
+        """Call every loaded plugin's ``hostcore_commands``, so ``hostcore plugins``
+        reports one that raises. The built-ins' wait until they are needed: theirs
+        are hostcore's own, and their command modules would cost the listing."""
+        self._attach_plugin_commands(builtins=False)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands:
@@ -55,6 +114,10 @@ class RootGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         self._attach_plugin_commands()
         return super().list_commands(ctx)
+
+
+def _who(owner: str) -> str:
+    return "hostcore itself" if owner == HOST else f"plugin {owner!r}"
 
 
 def build_cli(plugin_set: PluginSet) -> click.Group:
@@ -86,7 +149,7 @@ def build_cli(plugin_set: PluginSet) -> click.Group:
     for command in COMMANDS:
         cli.add_command(command)
     assert isinstance(cli, RootGroup)
-    cli.plugin_set = plugin_set
+    cli.attach(plugin_set)
     return cli
 
 

@@ -67,6 +67,7 @@ from hostcore.export.ref import (
     identity,
 )
 from hostcore.export.refcache import CachedRefs, RefCache
+from hostcore.plugin.calls import first_result
 
 if TYPE_CHECKING:
     from hostcore.host import Host
@@ -471,8 +472,9 @@ class Exporter:
             agreed = observed.ref(self.stream)
             if observed.store != origin:
                 agreed = msgspec.structs.replace(agreed, content=0)
-        hooked = self.host.hook.hostcore_published_ref(stream=self.stream, host=self.host,
-                                                       destination=self.destination)
+        # Asked one plugin at a time: one that raises is reported and failed, not fatal.
+        hooked = first_result(self.host.plugins, "hostcore_published_ref", stream=self.stream,
+                              host=self.host, destination=self.destination)
         # A destination whose plugin does not implement the hook is asked directly.
         published = hooked if isinstance(hooked, Ref) else self.destination.published(
             self.stream, origin)

@@ -32,7 +32,7 @@ import importlib
 import logging
 import re
 import traceback
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 import msgspec
@@ -103,6 +103,9 @@ class PluginSet:
         self.strict = strict
         self.infos: dict[str, PluginInfo] = {}
         self._objects: dict[str, object] = {}
+        # Called with a plugin's info as it fails, before its registrations are
+        # forgotten: a plugin can fail after the registry took its objects.
+        self.on_fail: list[Callable[[PluginInfo], None]] = []
 
     def register(self, obj: object, info: PluginInfo) -> bool:
         """Register ``obj``; on a validation error record it (or raise if strict)."""
@@ -118,7 +121,7 @@ class PluginSet:
         except Exception as exc:
             if self.pm.is_registered(obj):
                 self.pm.unregister(obj)
-            return self.fail(info, _one_line(exc), traceback.format_exc())
+            return self.fail(info, one_line(exc), traceback.format_exc())
         info.hooks = sorted(h.name for h in self.pm.get_hookcallers(obj) or ())
         self.infos[info.name] = info
         self._objects[info.name] = obj
@@ -132,6 +135,8 @@ class PluginSet:
             obj = self._objects.pop(info.name, None)
             if obj is not None and self.pm.is_registered(obj):
                 self.pm.unregister(obj)
+        for listener in self.on_fail:
+            listener(info)
         info.status = "failed"
         info.error = error
         info.traceback = tb
@@ -201,7 +206,7 @@ def _check_pending(plugins: PluginSet) -> None:
             info = plugins.infos.get(name) if name else None
             if info is None or info.status == "builtin":
                 raise
-            plugins.fail(info, _one_line(exc))
+            plugins.fail(info, one_line(exc))
 
 
 def _load_entry_points(plugins: PluginSet, env: Mapping[str, str]) -> None:
@@ -210,6 +215,7 @@ def _load_entry_points(plugins: PluginSet, env: Mapping[str, str]) -> None:
     chosen = (allow or set()) | block
     matched: set[str] = set()
     seen: set[tuple[str, str]] = set()
+    taken = {canonical_name(name): _origin(info) for name, info in plugins.infos.items()}
     for ep in entry_points(ENTRY_POINT_GROUP):
         dist_name, version, requires = ep.dist
         if (dist_name, ep.name) in seen:  # the same dist on sys.path twice
@@ -217,6 +223,13 @@ def _load_entry_points(plugins: PluginSet, env: Mapping[str, str]) -> None:
         seen.add((dist_name, ep.name))
         info = PluginInfo(name=ep.name, distribution=dist_name, version=version,
                           status="loaded")
+        # Before import and before the allow and block lists: a plugin's name keys
+        # its listing, its config table and those lists, so it must be its own.
+        problem = entry_name_problem(ep.name, dist_name, taken)
+        if problem:
+            plugins.fail(info, f"PluginLoadError: {problem}")
+            continue
+        taken[canonical_name(ep.name)] = dist_name
         # A plugin is named by its distribution or by its entry point, whichever
         # the user read off a listing (`plugins` shows both).
         names = {canonical_name(dist_name), canonical_name(ep.name)}
@@ -234,7 +247,7 @@ def _load_entry_points(plugins: PluginSet, env: Mapping[str, str]) -> None:
         try:
             obj = ep.load()
         except Exception as exc:
-            plugins.fail(info, _one_line(exc), traceback.format_exc())
+            plugins.fail(info, one_line(exc), traceback.format_exc())
             continue
         plugins.register(obj, info)
     for variable, named in ((ENV_ALLOW, allow or set()), (ENV_BLOCK, block)):
@@ -242,6 +255,33 @@ def _load_entry_points(plugins: PluginSet, env: Mapping[str, str]) -> None:
             log.warning("%s names %r, which is no installed plugin (neither a distribution "
                         "nor an entry point name); `hostcore plugins` lists them", variable,
                         name)
+
+
+def reserved_names(builtins: Iterable[str] = BUILTIN_PLUGINS) -> frozenset[str]:
+    """Names no entry point may take (canonical): the project's, each built-in's
+    and each built-in's package (``export`` reads ``[plugins.export]``)."""
+    names = {PROJECT_NAME}
+    for module in builtins:
+        names.add(canonical_name(module))
+        names.add(canonical_name(module.split(".")[1]))
+    return frozenset(names)
+
+
+def entry_name_problem(name: str, dist_name: str, taken: Mapping[str, str]) -> str | None:
+    """Why entry point ``name`` of ``dist_name`` cannot name a plugin, or ``None``.
+
+    ``taken`` maps each name already in use (canonical) to who uses it.
+    """
+    if not name.strip():
+        return (f"{dist_name} declares a hostcore entry point with an empty name (the "
+                "name before '=' in its entry_points.txt)")
+    key = canonical_name(name)
+    if key in reserved_names():
+        return f"entry point {name!r} of {dist_name} takes the name of a hostcore built-in"
+    if key in taken:
+        return (f"entry point {name!r} of {dist_name} takes a plugin name {taken[key]} "
+                "already uses")
+    return None
 
 
 # How a stated range's clauses are shown: lower bounds first, as people write them
@@ -388,7 +428,7 @@ def _unknown_hooks(obj: object) -> set[str]:
     return names - _HOOK_NAMES
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
     # pluggy puts the offending argument names on later lines: keep them all.
     text = "; ".join(line.strip() for line in str(exc).strip().splitlines() if line.strip())
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

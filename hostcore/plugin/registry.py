@@ -14,10 +14,11 @@ A built-in's failure is hostcore's own bug and is raised.
 from __future__ import annotations
 
 import traceback
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Literal, cast, overload
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Literal, cast, overload
 
 from hostcore.errors import ConfigError, RegistrationError
+from hostcore.plugin.calls import callers, plugin_output
 from hostcore.plugin.loader import PluginInfo, PluginSet, Registration
 from hostcore.plugin.registration import (
     KINDS,
@@ -47,27 +48,32 @@ class Registry:
     def __init__(self, plugins: PluginSet) -> None:
         self.plugins = plugins
         self._by_kind: dict[str, list[Registered]] = {key: [] for key in KINDS}
+        plugins.on_fail.append(self._forget)
 
     # -- collecting ----------------------------------------------------------------
 
     def collect_events(self, catalog: Catalog) -> None:
         """Add every plugin's ``hostcore_events`` to ``catalog``."""
-        for plugin_name, call in self._callers("hostcore_events"):
+        for plugin_name, call in callers(self.plugins, "hostcore_events", order="registration"):
             try:
-                for results in call():
+                with plugin_output():
+                    answers = call()
+                for results in answers:
                     for spec in as_objects(results):
                         catalog.add(_as_spec(spec), owner=self.owner(plugin_name))
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:
                 self._reject(plugin_name, exc)
 
     def collect(self, host: Host) -> None:
         """Call every registration hook once, validate, and keep what passes."""
         seen: dict[tuple[str, str], str] = {}
         for kind in KINDS.values():
-            for plugin_name, call in self._callers(kind.hook):
+            for plugin_name, call in callers(self.plugins, kind.hook, order="registration"):
                 owner = self.owner(plugin_name)
                 try:
-                    objects = [o for r in call(host=host) for o in as_objects(r)]
+                    with plugin_output():
+                        answers = call(host=host)
+                    objects = [o for r in answers for o in as_objects(r)]
                     names = []
                     for obj in objects:
                         validate(kind, obj, owner)
@@ -79,7 +85,7 @@ class Registry:
                         names.append(name)
                 except ConfigError:
                     raise  # a user's config mistake: exit 2, not a plugin failure
-                except Exception as exc:
+                except (Exception, SystemExit) as exc:  # sys.exit() in a plugin: its fault
                     self._reject(plugin_name, exc)
                     continue
                 info = self.plugins.infos[plugin_name]
@@ -89,15 +95,6 @@ class Registry:
                     info.registrations.append(Registration(kind=kind.key, name=name))
         self._by_kind["worker"].sort(key=lambda w: int(getattr(w, "order", 100)))
 
-    def _callers(self, hook_name: str) -> Iterator[tuple[str, Callable[..., list[Any]]]]:
-        """Yield (plugin name, a caller of ``hook_name`` limited to that plugin)."""
-        pm = self.plugins.pm
-        hook = getattr(pm.hook, hook_name)
-        everyone = [plugin for _, plugin in pm.list_name_plugin()]
-        for impl in hook.get_hookimpls():  # registration order
-            others = [p for p in everyone if p is not impl.plugin]
-            yield impl.plugin_name, pm.subset_hook_caller(hook_name, remove_plugins=others)
-
     def owner(self, plugin_name: str) -> str:
         """``plugin 'name' (distribution)``: how messages name a plugin."""
         info = self.plugins.infos.get(plugin_name)
@@ -105,15 +102,18 @@ class Registry:
             return f"plugin {plugin_name!r} ({info.distribution})"
         return f"plugin {plugin_name!r}"
 
-    def _reject(self, plugin_name: str, exc: Exception) -> None:
+    def _reject(self, plugin_name: str, exc: BaseException) -> None:
         info = self.plugins.infos[plugin_name]
         if info.status == "builtin":
             raise exc
-        # Drop everything the plugin registered so far: half a plugin is worse than none.
+        self.plugins.fail(info, f"{type(exc).__name__}: {exc}", traceback.format_exc())
+
+    def _forget(self, info: PluginInfo) -> None:
+        """Drop everything a failing plugin registered: half a plugin is worse than none."""
         for kind_key, objects in self._by_kind.items():
             mine = {r.name for r in info.registrations if r.kind == kind_key}
-            objects[:] = [o for o in objects if getattr(o, "name", None) not in mine]
-        self.plugins.fail(info, f"{type(exc).__name__}: {exc}", traceback.format_exc())
+            if mine:
+                objects[:] = [o for o in objects if getattr(o, "name", None) not in mine]
 
     # -- reading -------------------------------------------------------------------
 

@@ -7,8 +7,6 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from hostcore.plugin.cli import emit_json, json_option, pass_host, print_table
-from hostcore_file_custody.registry import HeartbeatRegistry
-from hostcore_file_custody.status import custody_status
 from hostcore_file_custody.support import AVAILABLE, UNAVAILABLE_MESSAGE
 
 if TYPE_CHECKING:
@@ -39,22 +37,30 @@ def add_commands(cli: click.Group) -> None:
         counts.{heartbeats, stale_heartbeats, pending_pins, retained_pins,
         malformed_manifests, protected_folders, foreign_manifests,
         oldest_foreign_age_seconds, released_evidence, unhandled, unsupported,
-        observations, diagnostics, unreadable_audit_records}, folders.<folder>.{manifests, pins,
-        retained, malformed, foreign, other_folder, released, protected},
-        operations[].{folder, op, source_path, state, owner, age_seconds, pinned,
-        protects, location, note}, last_sweep.{finished_at, counts}.
+        oversized, refused, observations, diagnostics, unreadable_audit_records},
+        folders.<folder>.{manifests, pins, retained, malformed, foreign, other_folder,
+        oversized, released, protected}, operations[].{folder, op, source_path, state,
+        owner, age_seconds, pinned, protects, location, note}, last_sweep.{finished_at,
+        counts}, refused. Exit code 2 when custody refuses the registry folder (a
+        symlink, another user's, world-writable): `refused` names it and the fix.
         """
+        # The engine loads when a command runs, not when the commands are added:
+        # `hostcore plugins` adds every plugin's commands, and the registry loads hashlib.
+        from hostcore_file_custody.registry import HeartbeatRegistry
+        from hostcore_file_custody.status import custody_status
         from hostcore_file_custody.worker import registry_path
 
         report = custody_status(HeartbeatRegistry(registry_path(host)))
         if as_json:
             emit_json(report)
+            _exit_if_refused(report["refused"])
             return
         if not report["available"]:
             click.echo(UNAVAILABLE_MESSAGE)
             return
         click.echo(f"registry: {report['registry']}"
                    + ("" if report["exists"] else " (does not exist)"))
+        _exit_if_refused(report["refused"])
         for key, value in report["counts"].items():
             click.echo(f"{key}: {value}")
         if report["operations"]:
@@ -84,6 +90,7 @@ def add_commands(cli: click.Group) -> None:
         beside the folder. Keys of --json: released[].{op, outcome, source_path,
         evidence_location, reason}. Exit code 1 when any release was refused.
         """
+        from hostcore_file_custody.registry import HeartbeatRegistry
         from hostcore_file_custody.worker import (
             recover_registry,
             recovery_counts,
@@ -99,8 +106,14 @@ def add_commands(cli: click.Group) -> None:
         if release:
             _release(release, as_json)
             return
+        from hostcore_file_custody.errors import RegistryRefused
+
         registry = HeartbeatRegistry(registry_path(host))
-        results = recover_registry(registry) if registry.root.is_dir() else {}
+        try:
+            results = recover_registry(registry) if registry.root.is_dir() else {}
+        except RegistryRefused as exc:
+            _exit_if_refused(str(exc))
+            raise  # not reached: the call above exits
         rows: list[dict[str, Any]] = [
             {"folder": folder, "source_path": r.source_path, "outcome": r.outcome,
              "recovery_location": r.recovery_location, "reason": r.reason,
@@ -117,6 +130,14 @@ def add_commands(cli: click.Group) -> None:
                       _age(r["age_seconds"]), r["recovery_location"] or "-", r["reason"])
                      for r in rows),
                     ("FOLDER", "SOURCE", "OUTCOME", "AGE", "RECOVERY LOCATION", "REASON"))
+
+
+def _exit_if_refused(refused: str | None) -> None:
+    """One line on stderr naming the refused folder and the fix, and exit status 2
+    (docs/cli.md: a folder other users could write, or swap, is a configuration error)."""
+    if refused is not None:
+        click.echo(f"hostcore: custody: {refused}", err=True)
+        raise SystemExit(2)
 
 
 def _release(paths: tuple[str, ...], as_json: bool) -> None:

@@ -360,8 +360,9 @@ class Exporter:
 
     def _contact(self, cached: CachedRefs, origin: str) -> _Contact:
         """Ask the destination who it is and what it holds; bind the cache to it."""
-        instance = destination_instance(self.destination)
-        published = self.destination.published(self.stream, origin)
+        with _naming_where(self.destination):
+            instance = destination_instance(self.destination)
+            published = self.destination.published(self.stream, origin)
         cached.bind_instance(instance)
         cached.observe(self.stream, published)
         return _Contact(instance, published)
@@ -378,7 +379,8 @@ class Exporter:
                                 expect=expect, destination=contact.instance,
                                 after=contact.published.content)
             try:
-                result = self.destination.push(batch)
+                with _naming_where(self.destination):
+                    result = self.destination.push(batch)
             except Conflict as refused:
                 # Another writer moved it between our read and the write: hold
                 # those components back and still write the others.
@@ -436,7 +438,8 @@ class Exporter:
     def _settle(self, job: Future[Ref], rows: int, cached: CachedRefs,
                 summary: ExportSummary, progress: Progress | None) -> None:
         """Wait for one push and account for it."""
-        result = job.result()
+        with _naming_where(self.destination):
+            result = job.result()
         summary.rows += rows
         summary.batches += 1
         summary.position = max(summary.position, result.content)
@@ -491,6 +494,20 @@ class Exporter:
             conflicts=list(plan_governance(local, agreed, published).conflicts),
             ref_cache=self.cache.problem(),
         )
+
+
+@contextlib.contextmanager
+def _naming_where(destination: Any) -> Iterator[None]:
+    """An ``OSError`` the destination raises naming no file (a full disk under a write
+    to a file it holds open) raised again naming where it writes (its ``key``), so
+    the one line the CLI prints says which disk is full."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is not None:
+            raise
+        raise OSError(exc.errno, exc.strerror or str(exc),
+                      f"export to {destination_key(destination)}") from exc
 
 
 def _merged(base: Ref, update: Ref) -> Ref:

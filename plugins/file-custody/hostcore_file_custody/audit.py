@@ -30,8 +30,10 @@ import msgspec
 
 from hostcore.errors import RecordError
 from hostcore.records import decode_json, encode_json
-from hostcore_file_custody.fsio import publish
+from hostcore_file_custody.errors import OversizedRecordError
+from hostcore_file_custody.fsio import publish, read_capped
 from hostcore_file_custody.hooks import NO_HOOKS, SweepHooks
+from hostcore_file_custody.limits import MAX_AUDIT_FILE_BYTES
 from hostcore_file_custody.registry import HeartbeatRegistry, is_generation_id
 from hostcore_file_custody.revision import FileRevision
 
@@ -219,9 +221,12 @@ def read_audit_records(registry: HeartbeatRegistry) -> tuple[list[AuditRecord], 
     unreadable = 0
     for path in paths:
         try:
-            batch = decode_json(path.read_bytes(), list[AuditRecord], what=str(path))
-        except (OSError, RecordError):
-            unreadable += 1
+            data = read_capped(path, MAX_AUDIT_FILE_BYTES)
+            if data is None:
+                continue  # sealed into a batch since the listing
+            batch = decode_json(data, list[AuditRecord], what=str(path))
+        except (OSError, RecordError, OversizedRecordError):
+            unreadable += 1  # oversized files are refused unread, and counted here
             continue
         for record in batch:
             records.setdefault(record.record_id, record)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -53,14 +53,16 @@ def add_commands(cli: click.Group) -> None:
         report = custody_status(HeartbeatRegistry(registry_path(host)))
         if as_json:
             emit_json(report)
-            _exit_if_refused(report["refused"])
+            if report["refused"] is not None:
+                _refuse(report["refused"])
             return
         if not report["available"]:
             click.echo(UNAVAILABLE_MESSAGE)
             return
         click.echo(f"registry: {report['registry']}"
                    + ("" if report["exists"] else " (does not exist)"))
-        _exit_if_refused(report["refused"])
+        if report["refused"] is not None:
+            _refuse(report["refused"])
         for key, value in report["counts"].items():
             click.echo(f"{key}: {value}")
         if report["operations"]:
@@ -112,8 +114,7 @@ def add_commands(cli: click.Group) -> None:
         try:
             results = recover_registry(registry) if registry.root.is_dir() else {}
         except RegistryRefused as exc:
-            _exit_if_refused(str(exc))
-            raise  # not reached: the call above exits
+            _refuse(str(exc))
         rows: list[dict[str, Any]] = [
             {"folder": folder, "source_path": r.source_path, "outcome": r.outcome,
              "recovery_location": r.recovery_location, "reason": r.reason,
@@ -132,12 +133,11 @@ def add_commands(cli: click.Group) -> None:
                     ("FOLDER", "SOURCE", "OUTCOME", "AGE", "RECOVERY LOCATION", "REASON"))
 
 
-def _exit_if_refused(refused: str | None) -> None:
+def _refuse(refused: str) -> NoReturn:
     """One line on stderr naming the refused folder and the fix, and exit status 2
     (docs/cli.md: a folder other users could write, or swap, is a configuration error)."""
-    if refused is not None:
-        click.echo(f"hostcore: custody: {refused}", err=True)
-        raise SystemExit(2)
+    click.echo(f"hostcore: custody: {refused}", err=True)
+    raise SystemExit(2)
 
 
 def _release(paths: tuple[str, ...], as_json: bool) -> None:

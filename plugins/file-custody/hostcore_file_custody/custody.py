@@ -55,6 +55,7 @@ class _Held:
         self.depth = 0
         self.closed = False
         self.discard_when: Callable[[], bool] | None = None
+        self.discarded = False
         _EVERY_HELD.add(self)
 
     @property
@@ -105,6 +106,11 @@ class Custody:
         if not self._held.lifetime:
             self._held.discard_when = condition
 
+    @property
+    def lock_file_discarded(self) -> bool:
+        """Whether the release unlinked the lock file (read after the block ends)."""
+        return self._held.discarded
+
 
 def _key(lock_path: Path) -> str:
     return os.path.abspath(lock_path)
@@ -145,7 +151,7 @@ def hold_custody(lock_path: Path, instance: str, *, wait_seconds: float = 0.0,
         if not held.closed:  # closed already: this is a forked child, holding nothing
             _HELD.pop(key, None)
             if held.discard_when is not None and held.discard_when():
-                _unlink_if_ours(lock_path, lock.fd)
+                held.discarded = _unlink_if_ours(lock_path, lock.fd)
             held.closed = True
         lock.close()  # releases the kernel lock
 
@@ -187,13 +193,16 @@ def _session_custody(held: _Held, instance: str) -> Iterator[Custody]:
         held.mutex.release()
 
 
-def _unlink_if_ours(lock_path: Path, fd: int) -> None:
-    """Unlink the lock file while holding its lock, if its name still leads to our inode."""
+def _unlink_if_ours(lock_path: Path, fd: int) -> bool:
+    """Unlink the lock file while holding its lock, if its name still leads to our inode;
+    whether it did."""
     with contextlib.suppress(FileNotFoundError):
         named = os.stat(lock_path, follow_symlinks=False)
         mine = os.fstat(fd)
         if (named.st_dev, named.st_ino) == (mine.st_dev, mine.st_ino):
             os.unlink(lock_path)
+            return True
+    return False
 
 
 class LifetimeCustody:

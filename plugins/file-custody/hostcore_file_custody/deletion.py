@@ -152,6 +152,7 @@ def delete_file_if_unchanged(
     *,
     owner_lock: str | os.PathLike[str] | None = None,
     on_step: StepHook | None = None,
+    dir_fd: int | None = None,
 ) -> DeleteFileResult:
     """Delete ``path`` only if it still holds ``expected`` and ``validate`` agrees.
 
@@ -162,6 +163,8 @@ def delete_file_if_unchanged(
     is recorded so recovery can prove this process dead. ``on_step`` is called
     with each step's name (``intent-recorded``, ``pinned``, ``confirmed``,
     ``unlinked``, ``restore-linked``), for tests that interrupt the protocol.
+    ``dir_fd``, when given, is ``path``'s folder already open (a sweep's verified
+    descriptor): the deletion acts there whatever the path names by then.
 
     Raises :class:`UnsafePathError` when the path or its folder is a symlink or
     unsafe; every other problem, OS errors included, is a :class:`DeleteFileResult`
@@ -171,7 +174,7 @@ def delete_file_if_unchanged(
     path = Path(path)
     name = safe_name(path)
     try:
-        parent_fd = open_dir(path.parent)
+        parent_fd = open_dir(path.parent) if dir_fd is None else os.dup(dir_fd)
     except FileNotFoundError:
         return _kept("kept-changed", "the folder no longer exists")
     except OSError as exc:
@@ -252,7 +255,7 @@ def _delete(path: Path, name: str, parent_fd: int, private_fd: int, expected: Fi
 def _judge_pin(op: _Operation, expected: FileRevision,
                validate: Callable[[FileRevision], bool]) -> DeleteFileResult:
     try:
-        captured = capture_at(op.private_fd, op.pin, where=str(op.private / op.pin))
+        captured = capture_at(op.private_fd, op.pin, where=str(op.private / op.pin), keep=False)
     except (UnsafePathError, UnstableRevisionError) as exc:
         return op.put_back("kept-changed", f"the pinned file is not a stable regular file: {exc}")
     except FileAccessError as exc:

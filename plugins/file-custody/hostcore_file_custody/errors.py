@@ -20,8 +20,34 @@ class UnsafePathError(CustodyError):
     """A path is a symlink, not a regular file, or otherwise unsafe to take custody of."""
 
 
+class RegistryRefused(CustodyError):
+    """A registry folder custody will not act in: the message names it and the fix.
+
+    ``reason`` is ``"symlink"`` (the root or one of its folders is a symlink),
+    ``"not-a-directory"``, ``"foreign-owner"`` (owned by another user),
+    ``"world-writable"`` (every user may write it) or ``"moved"`` (the root's path
+    stopped naming the folder a pass held open: it stopped there).
+    """
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 class UnstableRevisionError(CustodyError):
     """A file changed or moved while its revision was being captured."""
+
+
+class OversizedRecordError(CustodyError):
+    """A record (manifest, heartbeat, pid-map entry, generation or audit record) is larger
+    than custody reads: refused unread, so a hostile or runaway file cannot exhaust
+    memory; whatever it names is kept, never deleted on that doubt."""
+
+    def __init__(self, where: str, size: int, limit: int) -> None:
+        super().__init__(f"{where}: {size} bytes, over the {limit}-byte cap of such records: "
+                         "not read")
+        self.size = size
+        self.limit = limit
 
 
 class FileAccessError(CustodyError):

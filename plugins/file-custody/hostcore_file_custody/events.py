@@ -13,13 +13,13 @@ SWEEP_COUNTS = (
     "scanned", "candidates", "deferred", "deleted", "kept_fresh", "kept_live",
     "kept_uncertain", "kept_changed", "kept_refused", "kept_error", "retained", "vanished",
     "protected", "protected_folders", "observations", "diagnostics", "dependents_deleted",
-    "dependents_kept", "unhandled", "unsupported", "generations_pruned", "leftovers_pruned",
-    "lock_acquisitions", "duration_ms",
+    "dependents_kept", "unhandled", "unsupported", "oversized", "refused", "generations_pruned",
+    "locks_pruned", "leftovers_pruned", "lock_acquisitions", "duration_ms",
 )
 RECOVERY_COUNTS = (
     "deleted", "restored", "cleared", "retained", "kept_foreign", "kept_live",
-    "kept_unknown_owner", "kept_malformed", "kept_unknown", "kept_busy", "kept_error",
-    "leftovers_pruned",
+    "kept_unknown_owner", "kept_malformed", "kept_oversized", "kept_unknown", "kept_busy",
+    "kept_error", "leftovers_pruned",
 )
 
 EVENTS = (

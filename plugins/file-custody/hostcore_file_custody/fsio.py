@@ -26,6 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
+from hostcore_file_custody.errors import OversizedRecordError
+
 FILE_MODE = 0o600
 DIR_MODE = 0o700
 TEMP_SUFFIX = ".tmp"
@@ -33,6 +35,8 @@ TEMP_SUFFIX = ".tmp"
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_READ_RECORD = os.O_RDONLY | _NOFOLLOW | _CLOEXEC | _NONBLOCK
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
 
 PutBack = Literal["rename", "link"]
@@ -51,6 +55,36 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
+
+
+def read_capped(path: str | os.PathLike[str], limit: int, *, dir_fd: int | None = None,
+                ) -> bytes | None:
+    """The bytes of the record at ``path`` (inside ``dir_fd`` if given); ``None`` if absent.
+
+    A symlink is not followed (``OSError(ELOOP)``), a FIFO never blocks the open,
+    and a file over ``limit`` bytes raises :class:`OversizedRecordError` after one
+    ``fstat``: no read of a record costs more than its cap.
+    """
+    try:
+        fd = os.open(path, _READ_RECORD, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, f"{path}: not a regular file")
+        if st.st_size > limit:
+            raise OversizedRecordError(str(path), st.st_size, limit)
+        chunks = []
+        size = 0
+        while chunk := os.read(fd, limit + 1 - size):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                raise OversizedRecordError(str(path), size, limit)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def fsync_dir(directory: Path) -> None:

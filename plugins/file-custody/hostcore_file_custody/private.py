@@ -24,16 +24,17 @@ from typing import Literal
 
 import msgspec
 
-from hostcore_file_custody.errors import CustodyError, UnsafePathError
+from hostcore_file_custody.errors import CustodyError, OversizedRecordError, UnsafePathError
 from hostcore_file_custody.fsio import DIR_MODE, publish_at
+from hostcore_file_custody.limits import MAX_MANIFEST_BYTES
 from hostcore_file_custody.owner import Liveness, OwnerRecord, owner_liveness
 from hostcore_file_custody.revision import (
     PRIVATE_DIR_NAME,
     FileRevision,
     capture_at,
+    is_single_name,
     lstat_at,
     open_dir,
-    safe_name,
 )
 
 MANIFEST_SUFFIX = ".json"
@@ -65,7 +66,8 @@ class PendingCustody(msgspec.Struct, frozen=True, kw_only=True):
     those named by manifests written for another folder, as after a ``cp -a``
     restore); ``unknown`` is true when some pinned file's identity cannot be
     read, which protects the whole folder. A malformed manifest with nothing
-    pinned hides no file: it is counted, not protecting. ``foreign`` counts
+    pinned hides no file: it is counted, not protecting (``oversized`` counts
+    those of them refused unread for their size). ``foreign`` counts
     manifests of another host, platform or PID namespace, the oldest
     ``oldest_foreign_seconds`` old.
     """
@@ -76,6 +78,7 @@ class PendingCustody(msgspec.Struct, frozen=True, kw_only=True):
     pins: int = 0
     retained: int = 0
     malformed: int = 0
+    oversized: int = 0
     other_folder: int = 0
     foreign: int = 0
     oldest_foreign_seconds: float | None = None
@@ -177,25 +180,44 @@ def operations(private_fd: int) -> tuple[set[str], set[str]]:
     return manifests, pins
 
 
+class ManifestProblem(msgspec.Struct, frozen=True, kw_only=True):
+    """Why a manifest cannot be trusted; ``oversized`` when it was refused unread."""
+
+    reason: str
+    oversized: bool = False
+
+
 def read_manifest(private_fd: int, op: str, where: Path) -> DeletionManifest | None:
-    """The manifest of ``op``, or ``None`` when it is absent, torn, unreadable or inconsistent."""
+    """The manifest of ``op``, or ``None`` when it is absent, torn, unreadable,
+    oversized or inconsistent (see :func:`load_manifest` for why)."""
+    loaded = load_manifest(private_fd, op, where)
+    return loaded if isinstance(loaded, DeletionManifest) else None
+
+
+def load_manifest(private_fd: int, op: str, where: Path) -> DeletionManifest | ManifestProblem:
+    """The manifest of ``op``, or why it cannot be trusted.
+
+    It is read only up to :data:`MAX_MANIFEST_BYTES`, and its ``source_name``
+    must be one plain file name: a manifest naming ``../x`` or ``/abs/x`` would
+    make recovery act outside the folder, so it is refused as malformed.
+    """
     try:
-        captured = capture_at(private_fd, f"{op}{MANIFEST_SUFFIX}", where=str(where))
+        captured = capture_at(private_fd, f"{op}{MANIFEST_SUFFIX}", where=str(where),
+                              limit=MAX_MANIFEST_BYTES)
         if captured is None:
-            return None
+            return ManifestProblem(reason="the manifest is gone")
         manifest = msgspec.json.decode(captured[1], type=DeletionManifest)
+    except OversizedRecordError as exc:
+        return ManifestProblem(reason=f"the manifest is {exc.size} bytes, over the "
+                                      f"{exc.limit}-byte cap: not read", oversized=True)
     except (msgspec.DecodeError, CustodyError):
-        return None
-    if manifest.op != op or safe_name_or_none(manifest.source_name) is None:
-        return None
+        return ManifestProblem(reason="the manifest cannot be read")
+    if manifest.op != op:
+        return ManifestProblem(reason="the manifest names another operation")
+    if not is_single_name(manifest.source_name):
+        return ManifestProblem(reason="the manifest's source is not a plain file name of "
+                                      "its folder")
     return manifest
-
-
-def safe_name_or_none(name: str) -> str | None:
-    try:
-        return safe_name(Path(name))
-    except UnsafePathError:
-        return None
 
 
 def file_age(dir_fd: int, name: str, now: float) -> float | None:
@@ -209,14 +231,16 @@ def file_age(dir_fd: int, name: str, now: float) -> float | None:
 # -- reading without acting ---------------------------------------------------------
 
 
-def pending_custody(directory: str | os.PathLike[str]) -> PendingCustody:
+def pending_custody(directory: str | os.PathLike[str], *,
+                    dir_fd: int | None = None) -> PendingCustody:
     """What the private folder beside ``directory``'s files holds, without acting on it.
 
     A private folder that cannot be read counts as ``unknown``: it protects its folder.
+    ``dir_fd``, when given, is ``directory`` already open (a sweep's verified descriptor).
     """
     directory = Path(directory)
     try:
-        dir_fd = open_dir(directory)
+        dir_fd = open_dir(directory) if dir_fd is None else os.dup(dir_fd)
     except FileNotFoundError:
         return PendingCustody()
     except (UnsafePathError, OSError):
@@ -242,13 +266,14 @@ def _pending(private_fd: int, directory: Path, dir_st: os.stat_result) -> Pendin
     manifests, pins = operations(private_fd)
     sources: set[str] = set()
     unknown = bool(pins - manifests)
-    retained = malformed = other_folder = foreign = 0
+    retained = malformed = oversized = other_folder = foreign = 0
     oldest_foreign: float | None = None
     now = time.time()
     for op in manifests:
-        manifest = read_manifest(private_fd, op, directory / PRIVATE_DIR_NAME / op)
-        if manifest is None:
+        manifest = load_manifest(private_fd, op, directory / PRIVATE_DIR_NAME / op)
+        if not isinstance(manifest, DeletionManifest):
             malformed += 1
+            oversized += manifest.oversized
             unknown = unknown or op in pins
             continue
         sources.add(manifest.source_name)
@@ -262,6 +287,7 @@ def _pending(private_fd: int, directory: Path, dir_st: os.stat_result) -> Pendin
             oldest_foreign = age if oldest_foreign is None else max(oldest_foreign, age)
     return PendingCustody(sources=frozenset(sources), unknown=unknown, manifests=len(manifests),
                           pins=len(pins), retained=retained, malformed=malformed,
+                          oversized=oversized,
                           other_folder=other_folder, foreign=foreign,
                           oldest_foreign_seconds=oldest_foreign)
 
@@ -309,13 +335,13 @@ def _describe(private_fd: int, directory: Path, dir_st: os.stat_result) -> list[
     for op in sorted(manifests):
         pinned = op in pins
         manifest_name = f"{op}{MANIFEST_SUFFIX}"
-        manifest = read_manifest(private_fd, op, private / manifest_name)
-        if manifest is None:
+        manifest = load_manifest(private_fd, op, private / manifest_name)
+        if not isinstance(manifest, DeletionManifest):
             views.append(OperationView(
                 op=op, source_path=None, state="malformed", owner="unreadable",
                 age_seconds=file_age(private_fd, manifest_name, now), pinned=pinned,
                 protects="folder" if pinned else "nothing", location=str(private / manifest_name),
-                note="the manifest cannot be read"))
+                note=manifest.reason))
             continue
         other = (manifest.source_dir_dev, manifest.source_dir_ino) != (dir_st.st_dev,
                                                                         dir_st.st_ino)

@@ -30,9 +30,9 @@ from hostcore_file_custody.private import (
     DeletionManifest,
     drop,
     file_age,
+    load_manifest,
     open_private_dir,
     operations,
-    read_manifest,
     same_private_dir,
     write_manifest,
 )
@@ -48,6 +48,7 @@ RecoveryOutcome = Literal[
     "kept-live",  # its creator is alive
     "kept-unknown-owner",  # its creator's liveness cannot be proven
     "kept-malformed",  # the manifest cannot be read: identity unknown
+    "kept-oversized",  # the manifest is over its size cap, refused unread: identity unknown
     "kept-unknown",  # a pin with no manifest, or a manifest for another directory
     "kept-busy",  # another recovery of this folder is running
     "kept-error",  # the pin could not be read, validate raised, or the system refused
@@ -79,6 +80,8 @@ class FileRecoveryResult(msgspec.Struct, frozen=True, kw_only=True):
 def recover_interrupted_file_deletions(
     directory: str | os.PathLike[str],
     validate: Callable[[str], bool],
+    *,
+    dir_fd: int | None = None,
 ) -> list[FileRecoveryResult]:
     """Finish or undo the interrupted deletions of files in ``directory``.
 
@@ -90,11 +93,13 @@ def recover_interrupted_file_deletions(
     created on this host, platform and PID namespace and its creator is proven
     dead, or when the creator marked it ``retained``. Results name the source
     path whenever the manifest does; OS errors become ``kept-error`` results.
+    ``dir_fd``, when given, is ``directory`` already open (a pass's verified
+    descriptor): recovery acts there whatever the path names by then.
     """
     require_custody()
     directory = Path(directory)
     try:
-        dir_fd = open_dir(directory)
+        folder_fd = open_dir(directory) if dir_fd is None else os.dup(dir_fd)
     except FileNotFoundError:
         return []
     except OSError as exc:
@@ -102,7 +107,7 @@ def recover_interrupted_file_deletions(
                                    reason=f"the folder cannot be opened: {os_reason(exc)}")]
     try:
         try:
-            private_fd = open_private_dir(dir_fd, directory, create=False)
+            private_fd = open_private_dir(folder_fd, directory, create=False)
         except UnsafePathError as exc:
             return [FileRecoveryResult(source_path=None, outcome="kept-unknown", reason=str(exc))]
         except OSError as exc:
@@ -112,11 +117,11 @@ def recover_interrupted_file_deletions(
         if private_fd is None:
             return []
         try:
-            return _recover_folder(directory, dir_fd, private_fd, validate)
+            return _recover_folder(directory, folder_fd, private_fd, validate)
         finally:
             os.close(private_fd)
     finally:
-        os.close(dir_fd)
+        os.close(folder_fd)
 
 
 def _recover_folder(directory: Path, dir_fd: int, private_fd: int,
@@ -173,12 +178,13 @@ class _Recovery:
         pin = f"{op}{PIN_SUFFIX}"
         pin_location = str(self.private / pin) if lstat_at(self.private_fd, pin) else None
         manifest_name = f"{op}{MANIFEST_SUFFIX}"
-        manifest = read_manifest(self.private_fd, op, self.private / manifest_name)
-        if manifest is None:
+        manifest = load_manifest(self.private_fd, op, self.private / manifest_name)
+        if not isinstance(manifest, DeletionManifest):
             return FileRecoveryResult(
-                source_path=None, outcome="kept-malformed",
+                source_path=None,
+                outcome="kept-oversized" if manifest.oversized else "kept-malformed",
                 recovery_location=pin_location or str(self.private / manifest_name),
-                reason="the manifest cannot be read: its source is unknown",
+                reason=f"{manifest.reason}: its source is unknown",
                 age_seconds=file_age(self.private_fd, manifest_name, time.time()))
         age = max(0.0, time.time() - manifest.created_at)
         if (manifest.source_dir_dev, manifest.source_dir_ino) != self.dir_identity:
@@ -218,7 +224,8 @@ class _Recovery:
         ):
             return self._unpin(op, source, "restored", "the restoring link had been made")
         try:
-            captured = capture_at(self.private_fd, pin, where=str(self.private / pin))
+            captured = capture_at(self.private_fd, pin, where=str(self.private / pin),
+                                  keep=False)
         except UnsafePathError:
             # A folder or a special file was swapped in at the pin moment: it goes back.
             return self._restore(op, manifest, source, "the pinned entry is not a regular file")

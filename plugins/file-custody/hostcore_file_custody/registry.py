@@ -29,6 +29,7 @@ are made once per :class:`HeartbeatRegistry` object, again only if one vanished.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import time
@@ -41,8 +42,14 @@ import msgspec
 from hostcore.errors import RecordError
 from hostcore.records import decode_json, encode_json
 from hostcore_file_custody.custody import Custody, LifetimeCustody, hold_custody
-from hostcore_file_custody.errors import CustodyError, CustodyRefused, WitnessError
-from hostcore_file_custody.fsio import DIR_MODE, publish
+from hostcore_file_custody.errors import (
+    CustodyError,
+    CustodyRefused,
+    OversizedRecordError,
+    WitnessError,
+)
+from hostcore_file_custody.fsio import DIR_MODE, publish, read_capped
+from hostcore_file_custody.limits import MAX_RECORD_BYTES
 from hostcore_file_custody.owner import OwnerRecord, current_owner
 from hostcore_file_custody.support import require_custody
 
@@ -265,9 +272,17 @@ class HeartbeatRegistry:
 
 
 def _read(path: Path, type_: type[_T]) -> _T | None:
+    """The record at ``path``, ``None`` if absent; :class:`RecordError` when it is
+    malformed, a symlink or over :data:`MAX_RECORD_BYTES` (refused unread)."""
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+        data = read_capped(path, MAX_RECORD_BYTES)
+    except OversizedRecordError as exc:
+        raise RecordError(str(exc)) from None
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        raise RecordError(f"{path}: is a symlink; custody never follows one") from None
+    if data is None:
         return None
     return decode_json(data, type_, what=str(path))
 

@@ -26,6 +26,7 @@ import msgspec
 
 from hostcore_file_custody.errors import (
     CustodyError,
+    OversizedRecordError,
     UnsafePathError,
     UnstableRevisionError,
     access_error,
@@ -69,10 +70,22 @@ class FileRevision(msgspec.Struct, frozen=True, kw_only=True):
         )
 
 
+def is_single_name(name: object) -> bool:
+    """Whether ``name`` is one path component custody may act on inside a folder it holds.
+
+    A name read from a record is untrusted: ``../x`` or ``/abs/x`` would lead a
+    directory-relative call out of its folder, so anything but one plain component
+    (no separator, not ``.`` or ``..``, no NUL, not empty, not the private folder) is
+    refused, rather than cut down to its last component.
+    """
+    return (isinstance(name, str) and name not in ("", ".", "..", PRIVATE_DIR_NAME)
+            and "/" not in name and "\0" not in name)
+
+
 def safe_name(path: Path) -> str:
     """The final component of ``path``, refusing names custody cannot act on."""
     name = path.name
-    if name in ("", ".", "..") or name == PRIVATE_DIR_NAME or "/" in name or "\0" in name:
+    if not is_single_name(name):
         raise UnsafePathError(f"{path}: not a file name custody can act on")
     return name
 
@@ -107,8 +120,14 @@ def identity_matches(st: os.stat_result, expected: FileRevision) -> bool:
     )
 
 
-def capture_at(dir_fd: int, name: str, *, where: str) -> tuple[FileRevision, bytes] | None:
+def capture_at(dir_fd: int, name: str, *, where: str, limit: int | None = None,
+               keep: bool = True) -> tuple[FileRevision, bytes] | None:
     """Capture ``name`` inside ``dir_fd``: its revision and bytes, or ``None`` if absent.
+
+    ``limit`` caps the size of a record read to decode: a larger file raises
+    :class:`OversizedRecordError` after one ``fstat``, before a byte is read (and
+    one growing past it while read raises the same). ``keep=False`` digests the
+    bytes as they come and returns ``b""``: memory stays one chunk whatever the size.
 
     Raises :class:`UnsafePathError` for a symlink or a non-regular file,
     :class:`UnstableRevisionError` when the file changed, or its name moved to
@@ -123,13 +142,22 @@ def capture_at(dir_fd: int, name: str, *, where: str) -> tuple[FileRevision, byt
         if exc.errno in _SYMLINK_ERRNOS:
             raise UnsafePathError(f"{where}: is a symlink; custody never follows one") from None
         raise access_error(where, exc) from None
+    digest = hashlib.sha256()
+    chunks = []
+    size = 0
     try:
         before = os.fstat(fd)
         if not stat.S_ISREG(before.st_mode):
             raise UnsafePathError(f"{where}: not a regular file")
-        chunks = []
+        if limit is not None and before.st_size > limit:
+            raise OversizedRecordError(where, before.st_size, limit)
         while chunk := os.read(fd, _READ_CHUNK):
-            chunks.append(chunk)
+            size += len(chunk)
+            if limit is not None and size > limit:
+                raise OversizedRecordError(where, size, limit)
+            digest.update(chunk)
+            if keep:
+                chunks.append(chunk)
         after = os.fstat(fd)
     except OSError as exc:
         raise access_error(where, exc) from None
@@ -142,14 +170,14 @@ def capture_at(dir_fd: int, name: str, *, where: str) -> tuple[FileRevision, byt
         raise access_error(where, exc) from None
     stable = (
         _stat_key(before) == _stat_key(after)
-        and len(data) == after.st_size
+        and size == after.st_size
         and named is not None
         and (named.st_dev, named.st_ino) == (after.st_dev, after.st_ino)
     )
     if not stable:
         raise UnstableRevisionError(f"{where}: changed or moved while its revision was captured")
     revision = FileRevision(
-        digest=hashlib.sha256(data).hexdigest(),
+        digest=digest.hexdigest(),
         dev=after.st_dev,
         ino=after.st_ino,
         size=after.st_size,
@@ -164,9 +192,15 @@ def _stat_key(st: os.stat_result) -> tuple[int, ...]:
 
 
 def capture_file_revision_and_bytes(
-    path: str | os.PathLike[str],
+    path: str | os.PathLike[str], *, limit: int | None = None,
 ) -> tuple[FileRevision, bytes] | None:
-    """Like :func:`capture_file_revision`, also returning the bytes that were digested."""
+    """Like :func:`capture_file_revision`, also returning the bytes that were digested
+    (refusing, with :class:`OversizedRecordError`, a file over ``limit`` bytes)."""
+    return _capture_path(path, limit=limit, keep=True)
+
+
+def _capture_path(path: str | os.PathLike[str], *, limit: int | None,
+                  keep: bool) -> tuple[FileRevision, bytes] | None:
     require_custody()
     path = Path(path)
     name = safe_name(path)
@@ -177,7 +211,7 @@ def capture_file_revision_and_bytes(
     except OSError as exc:
         raise access_error(str(path.parent), exc) from None
     try:
-        return capture_at(dir_fd, name, where=str(path))
+        return capture_at(dir_fd, name, where=str(path), limit=limit, keep=keep)
     finally:
         os.close(dir_fd)
 
@@ -185,6 +219,7 @@ def capture_file_revision_and_bytes(
 def capture_file_revision(path: str | os.PathLike[str]) -> FileRevision | None:
     """The current revision of the regular file at ``path``; ``None`` when absent.
 
+    The bytes are digested as they are read, never held: any size costs one chunk.
     Raises :class:`~hostcore_file_custody.errors.UnsafePathError` for a symlink,
     a non-regular file or an unusable name,
     :class:`~hostcore_file_custody.errors.UnstableRevisionError` when the file
@@ -192,7 +227,7 @@ def capture_file_revision(path: str | os.PathLike[str]) -> FileRevision | None:
     :class:`~hostcore_file_custody.errors.FileAccessError` when the system refuses
     to read it (permission denied, I/O error).
     """
-    captured = capture_file_revision_and_bytes(path)
+    captured = _capture_path(path, limit=None, keep=False)
     return None if captured is None else captured[0]
 
 

@@ -16,7 +16,9 @@ from typing import Any
 
 import msgspec
 
+from hostcore_file_custody.anchor import RegistryAnchor
 from hostcore_file_custody.audit import read_audit_records
+from hostcore_file_custody.errors import RegistryRefused
 from hostcore_file_custody.private import (
     RELEASED_DIR_NAME,
     list_operations,
@@ -29,7 +31,7 @@ from hostcore_file_custody.sweep import STALE_AFTER_SECONDS, read_last_sweep
 COUNT_KEYS = ("heartbeats", "stale_heartbeats", "pending_pins", "retained_pins",
               "malformed_manifests", "protected_folders", "foreign_manifests",
               "oldest_foreign_age_seconds", "released_evidence", "unhandled", "unsupported",
-              "observations",
+              "oversized", "refused", "observations",
               "diagnostics", "unreadable_audit_records")
 
 
@@ -39,18 +41,24 @@ def custody_status(registry: HeartbeatRegistry, *, stale_after: float = STALE_AF
     cache folder, foreign manifests and the oldest one's age, released evidence, what
     the last sweep could not handle, audit observations and diagnostics (read only
     when ``include_audit``: they grow with the registry's history), and every pending
-    operation. Keys are stable (docs/file-custody.md)."""
+    operation. Keys are stable (docs/file-custody.md).
+
+    A registry custody refuses (a symlink, another user's, world-writable: see
+    :mod:`.anchor`) is reported as ``refused`` (the message naming the folder and
+    the fix) with ``counts.refused`` 1, and nothing in it is read."""
     if not AVAILABLE:
         return {"registry": str(registry.root), "available": False,
                 "message": UNAVAILABLE_MESSAGE, "exists": registry.root.is_dir(),
                 "counts": dict.fromkeys(COUNT_KEYS, 0), "folders": {}, "operations": [],
-                "last_sweep": None}
+                "last_sweep": None, "refused": None}
     exists = registry.root.is_dir()
     counts = dict.fromkeys(COUNT_KEYS, 0)
     folders: dict[str, dict[str, Any]] = {}
     operations: list[dict[str, Any]] = []
     last = None
-    if exists:
+    refused = registry_refusal(registry) if exists else None
+    counts["refused"] = int(refused is not None)
+    if exists and refused is None:
         counts["heartbeats"], counts["stale_heartbeats"] = _heartbeats(registry, stale_after)
         oldest_foreign: float | None = None
         for kind, folder in registry.cache_dirs.items():
@@ -59,10 +67,12 @@ def custody_status(registry: HeartbeatRegistry, *, stale_after: float = STALE_AF
             folders[kind] = {"manifests": pending.manifests, "pins": pending.pins,
                              "retained": pending.retained, "malformed": pending.malformed,
                              "foreign": pending.foreign, "other_folder": pending.other_folder,
-                             "released": released, "protected": pending.unknown}
+                             "oversized": pending.oversized, "released": released,
+                             "protected": pending.unknown}
             counts["pending_pins"] += pending.pins
             counts["retained_pins"] += pending.retained
             counts["malformed_manifests"] += pending.malformed
+            counts["oversized"] += pending.oversized
             counts["protected_folders"] += pending.unknown
             counts["foreign_manifests"] += pending.foreign
             counts["released_evidence"] += released
@@ -75,6 +85,7 @@ def custody_status(registry: HeartbeatRegistry, *, stale_after: float = STALE_AF
         if last is not None:
             counts["unhandled"] = last.counts.get("unhandled", 0)
             counts["unsupported"] = last.counts.get("unsupported", 0)
+            counts["oversized"] += last.counts.get("oversized", 0)
         records, unreadable = read_audit_records(registry) if include_audit else ([], 0)
         counts["unreadable_audit_records"] = unreadable
         for record in records:
@@ -82,7 +93,22 @@ def custody_status(registry: HeartbeatRegistry, *, stale_after: float = STALE_AF
             counts[key] += 1
     return {"registry": str(registry.root), "available": True, "exists": exists,
             "counts": counts, "folders": folders, "operations": operations,
-            "last_sweep": None if last is None else msgspec.structs.asdict(last)}
+            "last_sweep": None if last is None else msgspec.structs.asdict(last),
+            "refused": refused}
+
+
+def registry_refusal(registry: HeartbeatRegistry) -> str | None:
+    """Why custody refuses the registry (a symlink, another user's, world-writable),
+    or ``None``; opening it takes no lock and changes nothing."""
+    try:
+        anchor = RegistryAnchor.open(registry.root)
+    except RegistryRefused as exc:
+        return str(exc)
+    except OSError:
+        return None  # unreadable: the counts below show what could not be read
+    if anchor is not None:
+        anchor.close()
+    return None
 
 
 def _heartbeats(registry: HeartbeatRegistry, stale_after: float) -> tuple[int, int]:

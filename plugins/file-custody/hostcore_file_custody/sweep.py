@@ -21,12 +21,22 @@ Anything pending in a private custody folder protects its source; an operation
 of unknown identity protects its whole folder. Counts include confirmed
 deletions only.
 
+Every file is read as untrusted input: through the registry's folders held open
+as verified descriptors (:mod:`.anchor`: a root that is a symlink, another
+user's or world-writable is refused before anything is read, and a root whose
+path stops naming the folder held open stops the sweep, counted ``refused``),
+without following a symlink, and only up to its size cap (:mod:`.limits`: a
+larger record is kept unread, counted ``oversized``).
+
 One bad file never stops a sweep: a file the system refuses to read or move
 (mode 000, no space, an I/O error) is skipped and counted as ``unhandled``, and
-the sweep goes on with the next. Generation records of ended sessions older than
-the retention (and whose heartbeat is gone) are pruned under their instance's
-custody, and temp files of killed writers met by the scan are pruned by age (see
-:mod:`.maintenance`). The counts of the last sweep are kept in ``last-sweep.json``.
+the sweep goes on with the next. Generation records older than the retention
+whose heartbeat is gone are pruned under their instance's custody: ended ones,
+and ``live`` ones of crashed sessions (the sweep holding the instance's lock is
+the proof that no session holds it). Lock files of instances with neither a
+heartbeat nor a generation record are pruned the same way, and temp files of
+killed writers met by the scan are pruned by age (see :mod:`.maintenance`). The
+counts of the last sweep are kept in ``last-sweep.json``.
 """
 
 from __future__ import annotations
@@ -39,11 +49,13 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
 from hostcore.errors import RecordError
+from hostcore.records import decode_json
+from hostcore_file_custody.anchor import RegistryAnchor
 from hostcore_file_custody.audit import (
     AuditJournal,
     record_live_sweep_observation,
@@ -55,22 +67,25 @@ from hostcore_file_custody.errors import (
     CustodyError,
     CustodyRefused,
     FileAccessError,
+    OversizedRecordError,
     UnsafePathError,
     UnstableRevisionError,
 )
-from hostcore_file_custody.fsio import TEMP_SUFFIX, publish
+from hostcore_file_custody.fsio import TEMP_SUFFIX, publish_at, read_capped
 from hostcore_file_custody.hooks import NO_HOOKS, SweepHooks
+from hostcore_file_custody.limits import MAX_RECORD_BYTES
 from hostcore_file_custody.locks import LOCKS
-from hostcore_file_custody.maintenance import prune_entries
+from hostcore_file_custody.maintenance import Entries, prune_entries
 from hostcore_file_custody.owner import Liveness, owner_liveness
 from hostcore_file_custody.private import PendingCustody, pending_custody
 from hostcore_file_custody.registry import (
+    GenerationRecord,
     Heartbeat,
     HeartbeatRegistry,
     PidMapEntry,
     is_generation_id,
 )
-from hostcore_file_custody.revision import FileRevision, capture_file_revision_and_bytes
+from hostcore_file_custody.revision import FileRevision, capture_at, lstat_at
 from hostcore_file_custody.support import require_custody
 
 # A heartbeat not refreshed for this long is a sweep candidate (seconds).
@@ -83,6 +98,7 @@ GENERATION_RETENTION_SECONDS = 7 * 24 * 3600.0
 _SKIPPED = (OSError, FileAccessError)
 
 Emit = Callable[..., Any]
+_T = TypeVar("_T")
 
 
 class SweepReport(msgspec.Struct, kw_only=True):
@@ -108,7 +124,10 @@ class SweepReport(msgspec.Struct, kw_only=True):
     dependents_kept: int = 0
     unhandled: int = 0
     unsupported: int = 0
+    oversized: int = 0
+    refused: int = 0
     generations_pruned: int = 0
+    locks_pruned: int = 0
     leftovers_pruned: int = 0
     lock_acquisitions: int = 0
     duration_ms: int = 0
@@ -125,10 +144,11 @@ class LastSweep(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def read_last_sweep(registry: HeartbeatRegistry) -> LastSweep | None:
-    """The last sweep's record, ``None`` when absent or unreadable."""
+    """The last sweep's record, ``None`` when absent, unreadable or over its cap."""
     try:
-        return msgspec.json.decode(registry.last_sweep_path.read_bytes(), type=LastSweep)
-    except (OSError, msgspec.DecodeError):
+        data = read_capped(registry.last_sweep_path, MAX_RECORD_BYTES)
+        return None if data is None else msgspec.json.decode(data, type=LastSweep)
+    except (OSError, msgspec.DecodeError, OversizedRecordError):
         return None
 
 
@@ -142,20 +162,21 @@ class _Snapshot:
     stale_prompt_hashes: list[str] = field(default_factory=list)
 
 
-def _scan(folder: Path, suffix: str, report: SweepReport,
+def _scan(folder_fd: int | None, suffix: str, report: SweepReport,
           wanted: Callable[[str], bool] | None = None,
-          leftovers: list[os.DirEntry[str]] | None = None,
+          leftovers: Entries | None = None,
           ) -> Iterator[tuple[str, os.stat_result]]:
-    """(stem, lstat) of each visible ``*suffix`` entry, from the scan's own stat.
+    """(stem, lstat) of each visible ``*suffix`` entry of the folder open as
+    ``folder_fd`` (``None``: the folder does not exist), from the scan's own stat.
 
     Entries whose stem ``wanted`` rejects are skipped before any stat. A folder
     or an entry the system refuses to read is counted ``unhandled`` and skipped.
     Temp files of writers met on the way are added to ``leftovers``, if given.
     """
-    try:
-        entries = os.scandir(folder)
-    except FileNotFoundError:
+    if folder_fd is None:
         return
+    try:
+        entries = os.scandir(folder_fd)
     except OSError:
         report.unhandled += 1
         return
@@ -165,7 +186,7 @@ def _scan(folder: Path, suffix: str, report: SweepReport,
                 name = entry.name
                 if name.startswith("."):
                     if leftovers is not None and name.endswith(TEMP_SUFFIX):
-                        leftovers.append(entry)
+                        leftovers.append((folder_fd, entry))
                     continue
                 if not name.endswith(suffix):
                     continue
@@ -192,6 +213,10 @@ def _pid_exists(pid: int) -> bool:
     except OSError:
         return True  # it exists, owned by someone else
     return True
+
+
+class _RootMoved(Exception):
+    """The registry root's path stopped naming the folder the sweep holds open."""
 
 
 class StaleSweep:
@@ -221,13 +246,37 @@ class StaleSweep:
         self.pending: dict[str, PendingCustody] = {}
         self.journal = AuditJournal(registry)
         self.now = 0.0
-        self.leftovers: list[os.DirEntry[str]] = []
+        self.leftovers: Entries = []
+        self.anchor: RegistryAnchor | None = None
 
     def run(self) -> SweepReport:
+        """Sweep once. Raises :class:`~.errors.RegistryRefused` (nothing read or
+        changed) when the registry root or one of its folders is a symlink, another
+        user's or world-writable; a root moved mid-sweep stops it, ``refused: 1``."""
         require_custody()
         started, locks_before = time.monotonic(), LOCKS.acquisitions
         self.now = self.clock()
-        self.pending = {kind: pending_custody(folder)
+        anchor = RegistryAnchor.open(self.registry.root)
+        if anchor is not None:
+            with anchor:
+                self.anchor = anchor
+                try:
+                    self._sweep()
+                except _RootMoved:
+                    self.report.refused += 1  # stopped: the lock files are another folder's
+                self.report.lock_acquisitions = LOCKS.acquisitions - locks_before
+                self.report.duration_ms = int((time.monotonic() - started) * 1000)
+                if not self.report.refused:
+                    self._keep_last_sweep(anchor.fd)
+        if self.emit is not None:
+            self.emit("custody.sweep_completed", **self.report.counts())
+        return self.report
+
+    def _sweep(self) -> None:
+        assert self.anchor is not None
+        self.pending = {kind: pending_custody(folder, dir_fd=folder_fd)
+                        if (folder_fd := self.anchor.folder(kind)) is not None
+                        else PendingCustody()
                         for kind, folder in self.registry.cache_dirs.items()}
         snapshot = self._snapshot()
         self.hooks.call("after_snapshot", str(self.registry.root))
@@ -239,21 +288,71 @@ class StaleSweep:
                 self._sweep_heartbeats(snapshot)
                 self._sweep_orphans(snapshot)
             finally:
-                self.journal.seal()
-        self._prune_generations(snapshot)
+                # Sealing unlinks the sweep's single-record files by path: only while
+                # that path still leads to this registry.
+                if self.anchor.still_rooted():
+                    self.journal.seal()
+        recorded = self._prune_generations(snapshot)
+        self._prune_locks(snapshot, recorded)
         self.report.leftovers_pruned = prune_entries(self.leftovers, now=self.now)
-        self.report.lock_acquisitions = LOCKS.acquisitions - locks_before
-        self.report.duration_ms = int((time.monotonic() - started) * 1000)
-        self._keep_last_sweep()
-        if self.emit is not None:
-            self.emit("custody.sweep_completed", **self.report.counts())
-        return self.report
 
-    def _keep_last_sweep(self) -> None:
+    def _keep_last_sweep(self, root_fd: int) -> None:
         record = LastSweep(finished_at=self.clock(), counts=self.report.counts())
         # Best effort, and disposable: a full disk must not fail the sweep.
         with contextlib.suppress(OSError):
-            publish(self.registry.last_sweep_path, msgspec.json.encode(record), durable=False)
+            publish_at(root_fd, self.registry.last_sweep_path.name,
+                       msgspec.json.encode(record), durable=False)
+
+    # -- the verified folders --------------------------------------------------------
+
+    def _folder(self, kind: str) -> int | None:
+        assert self.anchor is not None
+        return self.anchor.folder(kind)
+
+    def _check_rooted(self) -> None:
+        """Stop the sweep unless the root's path still names the folder held open:
+        custody is the lock file *named by path*, so past that point it would be
+        another folder's lock guarding this folder's files."""
+        assert self.anchor is not None
+        if not self.anchor.still_rooted():
+            raise _RootMoved
+
+    def _heartbeat_present(self, instance: str) -> bool:
+        """Whether anything lives at the instance's heartbeat name now (in the held folder)."""
+        folder_fd = self._folder("heartbeats")
+        if folder_fd is None:
+            return False
+        try:
+            return lstat_at(folder_fd, f"{instance}.json") is not None
+        except OSError:
+            return True  # cannot tell: as good as present, nothing of it is pruned
+
+    def _nothing_left(self, instance: str) -> bool:
+        """Whether the instance has neither a heartbeat nor a generation record, in this
+        registry still (the condition for dropping its lock file)."""
+        assert self.anchor is not None
+        if self._heartbeat_present(instance) or not self.anchor.still_rooted():
+            return False
+        generations_fd = self._folder("generations")
+        try:
+            return generations_fd is None or lstat_at(generations_fd,
+                                                      f"{instance}.json") is None
+        except OSError:
+            return False
+
+    def _read_record(self, kind: str, name: str, type_: type[_T]) -> _T | None:
+        """A record of the held folder ``kind``, read up to its cap; ``None`` if absent.
+
+        Raises :class:`OversizedRecordError`, ``RecordError`` (malformed, or a symlink:
+        ``OSError`` for the latter) and ``OSError``.
+        """
+        folder_fd = self._folder(kind)
+        if folder_fd is None:
+            return None
+        data = read_capped(name, MAX_RECORD_BYTES, dir_fd=folder_fd)
+        if data is None:
+            return None
+        return decode_json(data, type_, what=str(self.registry.root / kind / name))
 
     # -- the cheap pass --------------------------------------------------------------
 
@@ -262,7 +361,7 @@ class StaleSweep:
 
     def _snapshot(self) -> _Snapshot:
         snap = _Snapshot()
-        for instance, st in _scan(self.registry.heartbeats_dir, ".json", self.report,
+        for instance, st in _scan(self._folder("heartbeats"), ".json", self.report,
                                   leftovers=self.leftovers):
             self.report.scanned += 1
             snap.present.add(instance)
@@ -270,14 +369,14 @@ class StaleSweep:
                 self.report.kept_uncertain += 1
             elif self._is_stale(st):
                 snap.stale_heartbeats.append(instance)
-        for stem, st in _scan(self.registry.pid_map_dir, ".json", self.report,
+        for stem, st in _scan(self._folder("pid-map"), ".json", self.report,
                               leftovers=self.leftovers):
             if stem.isdigit() and stat.S_ISREG(st.st_mode) and self._is_stale(st):
                 snap.stale_pid_map.append(int(stem))
         # A prompt hash whose instance has a heartbeat is judged with that heartbeat:
         # only the others (orphans) need their stat.
         present = snap.present
-        for instance, st in _scan(self.registry.prompt_hash_dir, ".txt", self.report,
+        for instance, st in _scan(self._folder("prompt-hash"), ".txt", self.report,
                                   lambda stem: stem not in present, self.leftovers):
             if stat.S_ISREG(st.st_mode) and self._is_stale(st):
                 snap.stale_prompt_hashes.append(instance)
@@ -311,9 +410,15 @@ class StaleSweep:
                 self.report.kept_uncertain += 1  # a file name that is no instance's
 
     def _judge(self, instance: str, custody: Custody) -> None:
+        self._check_rooted()
         path = self.registry.heartbeat_path(instance)
+        folder_fd = self._folder("heartbeats")
+        assert folder_fd is not None  # the instance was met by the scan of that folder
         try:
-            captured = capture_file_revision_and_bytes(path)
+            captured = capture_at(folder_fd, path.name, where=str(path), limit=MAX_RECORD_BYTES)
+        except OversizedRecordError:
+            self.report.oversized += 1  # kept unread: no judgement rests on a runaway file
+            return
         except (UnsafePathError, UnstableRevisionError):
             self.report.kept_uncertain += 1
             return
@@ -348,13 +453,13 @@ class StaleSweep:
         result = delete_file_if_unchanged(
             path, revision, self._auditor(instance, witness), owner_lock=custody.lock_path,
             on_step=lambda step: self.hooks.call("before_unlink", instance)
-            if step == "confirmed" else None,
+            if step == "confirmed" else None, dir_fd=folder_fd,
         )
         self._count(result.outcome)
         if result.deleted:
             pruned = self._prune_dependents(instance, heartbeat.owner.pid, custody)
             if pruned:
-                custody.discard_lock_file_if(lambda: not self.registry.heartbeat_present(instance))
+                custody.discard_lock_file_if(functools.partial(self._lock_unneeded, instance))
 
     def _auditor(self, instance: str, witness: str | None) -> Callable[[FileRevision], bool]:
         def audit(pinned: FileRevision) -> bool:
@@ -401,8 +506,14 @@ class StaleSweep:
         if pending.unknown or path.name in pending.sources:
             self.report.dependents_kept += 1
             return False
+        folder_fd = self._folder(kind)
+        if folder_fd is None:
+            return True  # no such folder: nothing of the owner's there
         try:
-            captured = capture_file_revision_and_bytes(path)
+            captured = capture_at(folder_fd, path.name, where=str(path), limit=MAX_RECORD_BYTES)
+        except OversizedRecordError:
+            self.report.oversized += 1
+            return False
         except (UnsafePathError, UnstableRevisionError):
             self.report.dependents_kept += 1
             return False
@@ -426,10 +537,10 @@ class StaleSweep:
 
         def owner_still_absent(_pinned: FileRevision) -> bool:
             self.hooks.call("after_dependent_pin", str(path))
-            return not self.registry.heartbeat_present(owner)
+            return not self._heartbeat_present(owner)
 
         result = delete_file_if_unchanged(path, revision, owner_still_absent,
-                                          owner_lock=custody.lock_path)
+                                          owner_lock=custody.lock_path, dir_fd=folder_fd)
         if result.deleted:
             self.report.dependents_deleted += 1
             return True
@@ -448,7 +559,10 @@ class StaleSweep:
                 continue  # the process lives: its entry is not an orphan's
             path = self.registry.pid_map_path(pid)
             try:
-                entry = self.registry.read_pid_map(pid)
+                entry = self._read_record("pid-map", path.name, PidMapEntry)
+            except OversizedRecordError:
+                self.report.oversized += 1
+                continue
             except RecordError:
                 self.report.dependents_kept += 1
                 continue
@@ -471,55 +585,100 @@ class StaleSweep:
     def _prune_orphan(self, path: Path, owner: str, kind: str) -> None:
         try:
             with self.registry.custody_for_sweep(owner) as custody:
+                self._check_rooted()
                 self._prune(path, owner, kind, custody, orphan=True)
-                custody.discard_lock_file_if(lambda: not self.registry.heartbeat_present(owner))
+                custody.discard_lock_file_if(functools.partial(self._lock_unneeded, owner))
         except _SKIPPED:
             self.report.unhandled += 1
         except CustodyError:
             # Refused custody, or a name that is no instance's: keep the file.
             self.report.dependents_kept += 1
 
-    # -- finished generations --------------------------------------------------------
+    def _lock_unneeded(self, instance: str) -> bool:
+        """Whether the instance's lock file guards nothing any more: no heartbeat (the
+        lock file is the session's witness while one lives), and still this registry."""
+        assert self.anchor is not None
+        return not self._heartbeat_present(instance) and self.anchor.still_rooted()
 
-    def _prune_generations(self, snap: _Snapshot) -> None:
-        """Prune records of generations that ended over the retention ago and whose
+    # -- finished generations and dead sessions' leftovers ---------------------------
+
+    def _prune_generations(self, snap: _Snapshot) -> set[str]:
+        """Prune records of generations that changed over the retention ago and whose
         heartbeat is gone, each under its instance's custody (every generation
-        writer holds it, so the record read there cannot change under us)."""
+        writer holds it, so the record read there cannot change under us). Returns
+        the instances without a heartbeat that have a record (pruned or not)."""
+        recorded: set[str] = set()
         budget = self.max_candidates
-        for instance, st in _scan(self.registry.generations_dir, ".json", self.report,
+        for instance, st in _scan(self._folder("generations"), ".json", self.report,
                                   lambda stem: stem not in snap.present):
-            if budget <= 0:
-                return
-            if self.now - st.st_mtime <= self.generation_retention:
+            recorded.add(instance)
+            if budget <= 0 or self.now - st.st_mtime <= self.generation_retention:
                 continue
             budget -= 1
             try:
                 with self.registry.custody_for_sweep(instance) as custody:
+                    self._check_rooted()
                     if self._prune_generation(instance):
                         custody.discard_lock_file_if(functools.partial(
-                            self._heartbeat_absent, instance))
+                            self._lock_unneeded, instance))
             except _SKIPPED:
                 self.report.unhandled += 1
             except CustodyError:
                 continue  # held (a session starts), or a name that is no instance's
-
-    def _heartbeat_absent(self, instance: str) -> bool:
-        return not self.registry.heartbeat_present(instance)
+        return recorded
 
     def _prune_generation(self, instance: str) -> bool:
+        """Prune the record if it is past the retention with no heartbeat: an ended
+        generation's, or a ``live`` one left by a crashed session. For the latter the
+        custody the caller holds is the proof of death: every session holds its
+        instance's lock for its whole life, and the kernel frees it only at death."""
+        name = f"{instance}.json"
         try:
-            record = self.registry.read_generation(instance)
+            record = self._read_record("generations", name, GenerationRecord)
+        except OversizedRecordError:
+            self.report.oversized += 1
+            return False
         except RecordError:
             return False  # malformed: evidence for a person, not ours to drop
-        if record is None or record.status == "live" or record.instance != instance:
+        if record is None or record.instance != instance:
             return False
         if self.now - record.changed_at <= self.generation_retention:
             return False
-        if self.registry.heartbeat_present(instance):
-            return False
-        os.unlink(self.registry.generation_path(instance))
+        if self._heartbeat_present(instance) or name in self.pending["heartbeats"].sources:
+            return False  # a heartbeat (or its pin) still names the generation
+        generations_fd = self._folder("generations")
+        assert generations_fd is not None
+        os.unlink(name, dir_fd=generations_fd)
         self.report.generations_pruned += 1
         return True
+
+    def _prune_locks(self, snap: _Snapshot, recorded: set[str]) -> None:
+        """Prune lock files of instances with neither a heartbeat nor a generation
+        record, older than the stale window, whose lock this sweep can take (so no
+        session or writer holds it: their owner is gone). Instances with a heartbeat
+        or a record are skipped unread: a registry of live sessions costs no stat."""
+        budget = self.max_candidates
+        pinned = self.pending["heartbeats"].sources
+        for instance, st in _scan(self._folder("locks"), ".lock", self.report,
+                                  lambda stem: stem not in snap.present
+                                  and stem not in recorded):
+            if budget <= 0:
+                return
+            if (not stat.S_ISREG(st.st_mode) or self.now - st.st_mtime <= self.stale_after
+                    or f"{instance}.json" in pinned):
+                continue
+            budget -= 1
+            try:
+                with self.registry.custody_for_sweep(instance) as custody:
+                    self._check_rooted()
+                    custody.discard_lock_file_if(functools.partial(self._nothing_left,
+                                                                   instance))
+            except _SKIPPED:
+                self.report.unhandled += 1
+                continue
+            except CustodyError:
+                continue  # held by a live owner, or a name that is no instance's
+            self.report.locks_pruned += custody.lock_file_discarded
 
 
 def sweep_stale_heartbeats(registry: HeartbeatRegistry, **options: Any) -> SweepReport:

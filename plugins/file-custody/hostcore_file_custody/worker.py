@@ -15,13 +15,16 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from hostcore.plugin.registration import WorkerResult
+from hostcore.plugin.registration import StepFailed, WorkerResult
 from hostcore_file_custody.events import RECOVERY_COUNTS
 from hostcore_file_custody.hooks import NO_HOOKS, SweepHooks
 from hostcore_file_custody.support import AVAILABLE
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from hostcore.host import Host
+    from hostcore_file_custody.anchor import RegistryAnchor
     from hostcore_file_custody.recovery import FileRecoveryResult
     from hostcore_file_custody.registry import HeartbeatRegistry
     from hostcore_file_custody.sweep import SweepReport
@@ -55,19 +58,48 @@ def registry_for(host: Host) -> HeartbeatRegistry:
     return HeartbeatRegistry(registry_path(host)).ensure()
 
 
-def superseded(source_path: str) -> bool:
+def superseded_in(folder_fd: int) -> Callable[[str], bool]:
     """Recovery's rule for cache files: an interrupted deletion may complete when
     something newer lives at the source path (the pinned bytes are superseded);
-    otherwise the bytes are put back and the next sweep judges them afresh."""
-    return os.path.lexists(source_path)
+    otherwise the bytes are put back and the next sweep judges them afresh. Looked
+    up in the held folder, not through a path that may lead elsewhere by now."""
+
+    def superseded(source_path: str) -> bool:
+        try:
+            os.stat(os.path.basename(source_path), dir_fd=folder_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        return True
+
+    return superseded
 
 
 def recover_registry(registry: HeartbeatRegistry) -> dict[str, list[FileRecoveryResult]]:
-    """Recover the interrupted deletions of every cache folder of ``registry``."""
+    """Recover the interrupted deletions of every cache folder of ``registry``.
+
+    Raises :class:`~hostcore_file_custody.errors.RegistryRefused` when the registry
+    is a symlink, another user's or world-writable (nothing is read then).
+    """
+    from hostcore_file_custody.anchor import RegistryAnchor
+
+    anchor = RegistryAnchor.open(registry.root)
+    if anchor is None:
+        return {}
+    with anchor:
+        return recover_anchored(registry, anchor)
+
+
+def recover_anchored(registry: HeartbeatRegistry,
+                     anchor: RegistryAnchor) -> dict[str, list[FileRecoveryResult]]:
+    """:func:`recover_registry` through folders already held open."""
     from hostcore_file_custody.recovery import recover_interrupted_file_deletions
 
-    return {kind: recover_interrupted_file_deletions(folder, superseded)
-            for kind, folder in registry.cache_dirs.items()}
+    results: dict[str, list[FileRecoveryResult]] = {}
+    for kind, folder in registry.cache_dirs.items():
+        folder_fd = anchor.folder(kind)
+        results[kind] = [] if folder_fd is None else recover_interrupted_file_deletions(
+            folder, superseded_in(folder_fd), dir_fd=folder_fd)
+    return results
 
 
 def recovery_counts(results: dict[str, list[FileRecoveryResult]]) -> dict[str, int]:
@@ -87,16 +119,35 @@ class CustodyPassReport(msgspec.Struct, kw_only=True):
         merged.update({f"sweep_{k}": v for k, v in self.sweep.counts().items()})
         return merged
 
+    def refusal(self) -> str | None:
+        """Why the pass must fail its step although it went on, or ``None``: records
+        refused unread for their size, or a root moved mid-sweep (the sweep stopped)."""
+        if self.sweep.refused:
+            return ("the registry folder's path stopped naming the folder being swept "
+                    "(replaced, or swapped for a symlink): the sweep stopped there")
+        oversized = self.sweep.oversized + self.recovery.get("kept_oversized", 0)
+        if oversized:
+            return (f"{oversized} record(s) over their size cap were refused unread and "
+                    "kept (see `hostcore custody status`)")
+        return None
+
 
 def run_custody_pass(registry: HeartbeatRegistry, *, emit: Any = None,
                      hooks: SweepHooks = NO_HOOKS, **sweep_options: Any) -> CustodyPassReport:
     """Recovery of interrupted deletions first (with killed writers' leftovers
-    pruned by age), then one stale sweep."""
+    pruned by age), then one stale sweep. Raises
+    :class:`~hostcore_file_custody.errors.RegistryRefused` before anything is read
+    when the registry is a symlink, another user's or world-writable."""
+    from hostcore_file_custody.anchor import RegistryAnchor
     from hostcore_file_custody.maintenance import prune_leftovers
     from hostcore_file_custody.sweep import StaleSweep
 
-    recovery = recovery_counts(recover_registry(registry))
-    recovery["leftovers_pruned"] = prune_leftovers(registry)
+    anchor = RegistryAnchor.open(registry.root)
+    recovery = recovery_counts({})
+    if anchor is not None:
+        with anchor:
+            recovery = recovery_counts(recover_anchored(registry, anchor))
+            recovery["leftovers_pruned"] = prune_leftovers(anchor)
     if emit is not None:
         emit("custody.recovery_completed", **recovery)
     sweep = StaleSweep(registry, emit=emit, hooks=hooks, **sweep_options).run()
@@ -118,11 +169,21 @@ class CustodyWorker:
             return WorkerResult(counts={"registries": 0, "unavailable": 1})
         if not self.path.is_dir():
             return WorkerResult(counts={"registries": 0})
+        from hostcore_file_custody.errors import CustodyError, RegistryRefused
         from hostcore_file_custody.registry import HeartbeatRegistry
 
-        report = run_custody_pass(HeartbeatRegistry(self.path), emit=host.emit)
-        return WorkerResult(pending=report.sweep.deferred > 0,
-                            counts={"registries": 1, **report.counts()})
+        try:
+            report = run_custody_pass(HeartbeatRegistry(self.path), emit=host.emit)
+        except RegistryRefused as exc:
+            raise StepFailed({"registries": 1, "refused": 1}) from exc
+        counts = {"registries": 1, **report.counts()}
+        refusal = report.refusal()
+        if refusal is not None:
+            # Counted, kept, and the step fails: `run --once` exits 1 until it is dealt with.
+            failure = (RegistryRefused(f"{self.path}: {refusal}", "moved")
+                       if report.sweep.refused else CustodyError(f"{self.path}: {refusal}"))
+            raise StepFailed(counts) from failure
+        return WorkerResult(pending=report.sweep.deferred > 0, counts=counts)
 
     def status(self) -> dict[str, Any]:
         if AVAILABLE and not self.path.is_dir():

@@ -304,6 +304,8 @@ def test_finished_generation_records_are_pruned_by_age(registry, kit):
 
         report = StaleSweep(registry).run()
 
-    assert report.generations_pruned == 2
+    # A record still "live" with no heartbeat and a lock the sweep could take is a crashed
+    # session's: pruned as well (test_custody_untrusted_records.py covers it in full).
+    assert report.generations_pruned == 3
     left = sorted(p.stem for p in registry.generations_dir.glob("*.json"))
-    assert left == ["ended-but-beating", "ended-yesterday", "live-long-ago"]
+    assert left == ["ended-but-beating", "ended-yesterday"]

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from hostcore import tick as ticks
 from hostcore.config import Config, Settings, load_config, parse_settings
-from hostcore.errors import ConfigError
+from hostcore.errors import ConfigError, PluginLoadError
 from hostcore.files import ensure_dir, file_lock
 from hostcore.plugin.loader import (
     BUILTIN_PLUGINS,
@@ -454,6 +454,8 @@ def _component_status(obj: object) -> dict[str, Any]:
     if callable(status):
         try:
             entry.update(status())
+        except PluginLoadError:
+            raise  # a plugin's hook failing in strict mode (hostcore.plugin.calls): fatal
         except Exception as exc:
             entry["error"] = f"{type(exc).__name__}: {exc}"
     return entry

@@ -60,13 +60,18 @@ class TaskFolderProvider:
     def __init__(self, folders: dict[str, Path]) -> None:
         self.folders = dict(sorted(folders.items()))
 
+    def configured(self) -> bool:
+        """Whether any folder is configured: installed but unconfigured is normal (the
+        README's quickstart), so ``hostcore poll --once`` does not fail for it."""
+        return bool(self.folders)
+
     def availability(self) -> str | None:
         if not self.folders:
             return f"no task folder configured: set folders in [plugins.{PLUGIN_NAME}]"
         return None
 
-    def status(self) -> dict[str, int]:
-        return {"folders": len(self.folders)}
+    def status(self) -> dict[str, int | bool]:
+        return {"configured": self.configured(), "folders": len(self.folders)}
 
     def _split(self, ref: WorkItemRef) -> tuple[str, str] | None:
         if not ref.ref.startswith(REF_PREFIX):

@@ -17,9 +17,13 @@ them is listed. A scope is:
   or a stop was requested, with pages left. The items listed so far are kept,
   and since pages come most recently changed first, ``changed_since`` names the
   change time after which the listing is complete (the poller reconciles what
-  that proves);
+  that proves). Stopped by the page budget alone, the scope is ``capped``: too
+  big to list whole by design, reported but not a failure of the cycle;
 * ``failed`` on anything else (no answer in time, auth, not found, a body that is
   not a list of issues).
+
+A scope that stops part way keeps the items of the pages that came back: they are
+open, and announcing them does not wait for the rest.
 
 **Time.** Every request ends within :data:`QUESTION_DEADLINE_SECONDS` or the poll
 cycle's budget, whichever comes first (:mod:`hostcore.workitems.budget`); a stop
@@ -175,8 +179,8 @@ class GhProvider:
         return self.runner.availability()
 
     def status(self) -> dict[str, Any]:
-        report: dict[str, Any] = {"repos": len(self.scopes), "labels": len(self.labels),
-                                  "gh_runs": self.runner.runs}
+        report: dict[str, Any] = {"configured": self.configured(), "repos": len(self.scopes),
+                                  "labels": len(self.labels), "gh_runs": self.runner.runs}
         waiting = self._rate_limited_until()
         if waiting:
             report["rate_limited_until"] = waiting
@@ -207,7 +211,8 @@ class GhProvider:
             except _ScopeStop as stop:
                 if stop.status != "interrupted":
                     return ScopeListing(scope=scope, status=stop.status, reason=stop.reason,
-                                        reset_at=stop.reset_at)
+                                        reset_at=stop.reset_at,
+                                        items=tuple(items[n] for n in sorted(items)))
                 stopped.append(stop)
         ordered = tuple(items[number] for number in sorted(items))
         if not stopped:
@@ -218,7 +223,8 @@ class GhProvider:
                   "a complete listing" if since else
                   "its records wait for a complete listing")
         return ScopeListing(scope=scope, status="interrupted", items=ordered,
-                            reason=f"{stopped[0].reason}; {proves}", changed_since=since)
+                            reason=f"{stopped[0].reason}; {proves}", changed_since=since,
+                            capped=all(stop.capped for stop in stopped))
 
     def _list_label(self, scope: str, label: str | None, items: dict[int, WorkItem]) -> None:
         """Add the open items of ``scope`` carrying ``label`` (any, for ``None``) to
@@ -260,7 +266,7 @@ class GhProvider:
                     else len(issues) >= PER_PAGE):
                 return
         raise _ScopeStop("interrupted", f"listing {scope} stopped after {self.max_pages} "
-                                        "pages with more to come", marker=marker)
+                                        "pages with more to come", marker=marker, capped=True)
 
     def _ask(self, path: str, params: dict[str, str], *, what: str, scope: str,
              marker: str) -> GhResponse:
@@ -323,9 +329,10 @@ class GhProvider:
         GitHub's state_reason.
 
         Raises :class:`ProviderError` naming the ref when GitHub cannot answer:
-        not found, not authorised, rate-limited or no answer in time (both
-        degrade the scope for the rest of the cycle), an answer that is not an
-        issue or is about another number of the same repository.
+        not found (``gone``; ``final`` for a 410, a deleted issue), not authorised,
+        rate-limited or no answer in time (both degrade the scope for the rest of
+        the cycle), an answer that is not an issue or is about another number of
+        the same repository.
         """
         parsed = _parse_ref(ref.ref)
         if parsed is None or parsed[0] not in self.scopes:
@@ -426,7 +433,7 @@ class GhProvider:
                                 reset_at=until)
         if response.status in (404, 410, 451):
             raise _NotFound(f"{what}: not found on GitHub (HTTP {response.status})",
-                            ref=ref, scope=scope)
+                            ref=ref, scope=scope, gone=True, final=response.status == 410)
         if not response.ok:
             raise ProviderError(f"{what}: {_describe(response)}", ref=ref, scope=scope)
         try:
@@ -479,7 +486,8 @@ class GhProvider:
 
 
 class _NotFound(ProviderError):
-    """GitHub answered 404, 410 or 451."""
+    """GitHub answered 404, 410 or 451: the item is gone (for good on a 410, which
+    GitHub answers for a deleted issue)."""
 
 
 class _ScopeStop(Exception):
@@ -490,12 +498,13 @@ class _ScopeStop(Exception):
     """
 
     def __init__(self, status: ScopeStatus, reason: str, *, reset_at: str = "",
-                 marker: str = "") -> None:
+                 marker: str = "", capped: bool = False) -> None:
         super().__init__(reason)
         self.status: ScopeStatus = status
         self.reason = reason
         self.reset_at = reset_at
         self.marker = marker
+        self.capped = capped  # stopped by the page budget, not by time or a stop
 
 
 def _why_spent(budget: CycleBudget) -> str:

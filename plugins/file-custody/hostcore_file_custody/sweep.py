@@ -317,6 +317,16 @@ class StaleSweep:
         if not self.anchor.still_rooted():
             raise _RootMoved
 
+    @contextlib.contextmanager
+    def _custody(self, instance: str) -> Iterator[Custody]:
+        """The instance's custody for the sweep, taken and kept only while the root's
+        path names the folder held open (checked before, so no lock file is made in
+        another folder, and after)."""
+        self._check_rooted()
+        with self.registry.custody_for_sweep(instance) as custody:
+            self._check_rooted()
+            yield custody
+
     def _heartbeat_present(self, instance: str) -> bool:
         """Whether anything lives at the instance's heartbeat name now (in the held folder)."""
         folder_fd = self._folder("heartbeats")
@@ -397,7 +407,7 @@ class StaleSweep:
             taken += 1
             self.report.candidates += 1
             try:
-                with self.registry.custody_for_sweep(instance) as custody:
+                with self._custody(instance) as custody:
                     self._judge(instance, custody)
             except CustodyRefused as exc:
                 if exc.reason == "held":
@@ -410,7 +420,6 @@ class StaleSweep:
                 self.report.kept_uncertain += 1  # a file name that is no instance's
 
     def _judge(self, instance: str, custody: Custody) -> None:
-        self._check_rooted()
         path = self.registry.heartbeat_path(instance)
         folder_fd = self._folder("heartbeats")
         assert folder_fd is not None  # the instance was met by the scan of that folder
@@ -584,8 +593,7 @@ class StaleSweep:
 
     def _prune_orphan(self, path: Path, owner: str, kind: str) -> None:
         try:
-            with self.registry.custody_for_sweep(owner) as custody:
-                self._check_rooted()
+            with self._custody(owner) as custody:
                 self._prune(path, owner, kind, custody, orphan=True)
                 custody.discard_lock_file_if(functools.partial(self._lock_unneeded, owner))
         except _SKIPPED:
@@ -616,8 +624,7 @@ class StaleSweep:
                 continue
             budget -= 1
             try:
-                with self.registry.custody_for_sweep(instance) as custody:
-                    self._check_rooted()
+                with self._custody(instance) as custody:
                     if self._prune_generation(instance):
                         custody.discard_lock_file_if(functools.partial(
                             self._lock_unneeded, instance))
@@ -669,8 +676,7 @@ class StaleSweep:
                 continue
             budget -= 1
             try:
-                with self.registry.custody_for_sweep(instance) as custody:
-                    self._check_rooted()
+                with self._custody(instance) as custody:
                     custody.discard_lock_file_if(functools.partial(self._nothing_left,
                                                                    instance))
             except _SKIPPED:

@@ -228,7 +228,8 @@ def test_reading_goes_on_while_batches_wait_to_be_stored(
     source = CountingSource("a", rows, 2, on_read=on_read)
     host = make_host(plugin(source), root=tmp_path / "root")
     host.store.source_cursor("a")  # the store file exists
-    lock = sqlite3.connect(host.store.path, isolation_level=None)
+    # Rolled back by the source, on the step's own thread.
+    lock = sqlite3.connect(host.store.path, isolation_level=None, check_same_thread=False)
     lock.execute("BEGIN IMMEDIATE")  # another writer: the first batch must wait for it
     blocker.append(lock)
     report = host.tick()
@@ -276,8 +277,9 @@ def test_batches_stored_behind_the_reading_are_staged_on_the_reading_thread(
     monkeypatch.setattr(Store, "stage", stage)
     host = make_host(plugin(CountingSource("a", 6, 2)))
     assert host.tick().ok
-    # Once per batch, by the thread that read it: the writer runs little but SQLite.
-    assert staged_on == [threading.current_thread().name] * 3
+    # Once per batch, by the thread that read it (the step's own): the writer runs
+    # little but SQLite.
+    assert staged_on == ["hostcore-step-ingest"] * 3
     assert host.store.partitions()["a"].row_count == 6
 
 
@@ -303,7 +305,8 @@ def test_a_quiet_step_stores_at_once_and_starts_no_thread(make_host):
     threads: list[int] = []
     source.on_read = lambda cursor: threads.append(threading.active_count())
     assert host.tick().ok and host.tick().ok
-    assert threads == [before] * 4  # three batches, then an idle read
+    # Three batches, then an idle read, on the step's own thread alone.
+    assert threads == [before + 1] * 4
     assert host.store.partitions()["a"].row_count == 6
 
 

@@ -37,8 +37,9 @@ def test_every_cli_command_is_documented_in_cli_md():
 
 # Every reason ``poll --once`` exits 1 (``PollSummary.failures``), in the words all
 # three texts use for it.
-POLL_FAILURES = ("failed or was interrupted", "a listing raised",
-                 "configured provider was unavailable", "ledger could not be written",
+POLL_FAILURES = ("failed or was interrupted", "was rate-limited", "a listing raised",
+                 "configured provider was unavailable",
+                 "a closure or relocation question fails", "ledger could not be written",
                  "signal cut the cycle short")
 
 

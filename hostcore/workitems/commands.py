@@ -30,10 +30,11 @@ def poll_command(host: Host, once: bool, as_json: bool) -> None:
     """Poll every work-item provider: list items, note changes, reconcile closures.
 
     With --once, one cycle, then exit 0, or 1 when a configured scope failed or was
-    interrupted, a listing raised, a configured provider was unavailable, the
-    ledger could not be written, or a stop signal cut the cycle short; each is
-    named on stderr. A provider that is merely not configured is reported as
-    unavailable and does not fail the run. When another process holds the root's
+    interrupted (not by the provider's page cap) or was rate-limited, a listing
+    raised, a configured provider was unavailable, a closure or relocation question
+    fails (until it is answered), the ledger could not be written, or a stop signal
+    cut the cycle short; each is named on stderr. A provider that is merely not configured is reported as
+    unconfigured and does not fail the run. When another process holds the root's
     step lock, --once waits up to [run] lock_wait_seconds, then exits 1 naming
     the holder.
 
@@ -44,8 +45,8 @@ def poll_command(host: Host, once: bool, as_json: bool) -> None:
 
     Keys of --json (one object per provider): provider, available, configured,
     listing, scopes, unlisted, listed, new, changed, commented, tracked_checks,
-    ledger_checks, closures, moved, paused, future_stamps, budget_spent,
-    ledger_error, errors, duration_ms.
+    ledger_checks, closures, moved, paused, future_stamps, failing, deferred, gone,
+    held, capped, unresolved, budget_spent, ledger_error, errors, duration_ms.
     """
     stop = stop_on_signals()
     if once:
@@ -112,15 +113,19 @@ def _report(summaries: list[PollSummary], as_json: bool) -> None:
         click.echo("poll: no work-item provider is registered", err=True)
     for s in summaries:
         if not s.available:
-            click.echo(f"poll: {s.provider}: unavailable: {s.errors[0]}", err=True)
+            state = "unavailable" if s.configured else "unconfigured"
+            click.echo(f"poll: {s.provider}: {state}: {s.errors[0]}", err=True)
             continue
         moved = f", {s.moved} moved" if s.moved else ""
         paused = f", {s.paused} paused" if s.paused else ""
+        failing = f", {s.failing} failing ({s.deferred} waiting on a backoff)" \
+            if s.failing else ""
+        held = f", {s.held} never-seen held" if s.held else ""
         click.echo(
             f"poll: {s.provider}: listing {s.listing}, {s.listed} listed, {s.new} new, "
             f"{s.changed} changed, {s.closures} closed{moved}, {s.tracked_checks} tracked and "
-            f"{s.ledger_checks} ledger-only checks{paused}, {len(s.errors)} error(s)",
-            err=True)
+            f"{s.ledger_checks} ledger-only checks{paused}{failing}{held}, "
+            f"{len(s.errors)} error(s)", err=True)
         for error in s.errors:
             click.echo(f"poll: {s.provider}: {error}", err=True)
         if s.budget_spent:

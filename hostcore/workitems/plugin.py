@@ -31,14 +31,16 @@ EVENTS = (
         {"available": bool, "listing": ("complete", "partial", "failed", "none"),
          "listed": int, "new": int, "changed": int, "tracked_checks": int,
          "ledger_checks": int, "closures": int, "moved": int, "paused": int,
-         "future_stamps": int, "budget_spent": bool, "ledger_failed": bool,
+         "future_stamps": int, "failing": int, "deferred": int, "gone": int, "held": int,
+         "unresolved": int, "budget_spent": bool, "ledger_failed": bool,
          "errors": int, "duration_ms": int, **_SCOPE_COUNTS},
         "One provider's poll cycle: its listing's outcome and scope statuses, items "
         "listed, new and changed, closure questions asked about tracked and ledger-only "
         "records, records stamped ended or moved, records paused because their scope's "
-        "listing proves nothing, stamps a wrong clock dated ahead, whether the time "
-        "budget ran out or the ledger failed (each omitted when zero or false), and "
-        "errors.",
+        "listing proves nothing, stamps a wrong clock dated ahead, records whose question "
+        "fails or waits on its backoff, records settled as gone, never-seen items held "
+        "and stranded scopes unresolved, whether the time budget ran out or the ledger "
+        "failed (each omitted when zero or false), and errors.",
     ),
     EventSpec(
         "poll.closure_detected",
@@ -124,17 +126,23 @@ class PollWorker:
                         for scope, status in s.unlisted.items()}
             if unlisted:
                 report["last_cycle_unlisted"] = unlisted
+            unresolved = {f"{s.provider}:{scope}": state for s in last
+                          for scope, state in s.unresolved.items()}
+            if unresolved:
+                report["last_cycle_unresolved"] = unresolved
         return report
 
 
 def _totals(summaries: list[PollSummary]) -> dict[str, int]:
     keys = ("listed", "new", "changed", "closures", "moved", "tracked_checks",
-            "ledger_checks", "paused", "future_stamps")
+            "ledger_checks", "paused", "future_stamps", "failing", "gone", "held")
     totals = {key: sum(getattr(s, key) for s in summaries) for key in keys}
     for status in ("failed", "interrupted"):
         totals[f"scopes_{status}"] = sum(s.scopes.get(status, 0) for s in summaries)
     totals["providers"] = len(summaries)
-    totals["errors"] = sum(len(s.errors) for s in summaries)
+    # A provider nobody configured is normal (the quickstart): counted, not an error.
+    totals["unconfigured"] = sum(not s.configured for s in summaries)
+    totals["errors"] = sum(len(s.errors) for s in summaries if s.configured)
     return totals
 
 

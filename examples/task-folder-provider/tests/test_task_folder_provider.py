@@ -3,6 +3,10 @@ poller driving it end to end through a host."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 
 import msgspec
@@ -156,3 +160,24 @@ def test_a_vanished_folder_closes_nothing(make_host):
     host.tick()
     assert ("closed", "task:work/keep-me") not in listener.events
     assert listener.events == [("opened", "task:inbox/me-too"), ("opened", "task:work/keep-me")]
+
+
+def test_installed_but_unconfigured_it_is_reported_unconfigured_and_poll_once_exits_0(
+        tmp_path):
+    # The README's quickstart venv: the example is installed, nobody configured it.
+    env = {**os.environ, "HOSTCORE_ROOT": str(tmp_path / "root"),
+           "HOSTCORE_LOAD_PLUGINS": "hostcore-task-folder"}
+
+    def hostcore(*args):
+        return subprocess.run([sys.executable, "-m", "hostcore", *args], env=env,
+                              capture_output=True, text=True, timeout=60, check=False)
+
+    polled = hostcore("poll", "--once", "--json")
+    assert polled.returncode == 0, polled.stderr
+    (summary,) = json.loads(polled.stdout)
+    assert summary["provider"] == "task-folder" and summary["configured"] is False
+    assert "task-folder: unconfigured" in hostcore("poll", "--once").stderr
+    status = json.loads(hostcore("status", "--json").stdout)
+    assert status["components"]["provider"]["task-folder"]["configured"] is False
+    last = status["components"]["worker"]["poll"]["last_cycle"]
+    assert last["unconfigured"] == 1 and last["errors"] == 0

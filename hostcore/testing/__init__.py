@@ -33,6 +33,7 @@ them. Nothing in hostcore imports it (the 0.1 alias ``hostcore.conformance`` nam
 by name).
 """
 
+from hostcore.testing.command import CommandConformance
 from hostcore.testing.destination import DestinationConformance
 from hostcore.testing.fixtures import (
     CliResult,
@@ -51,6 +52,7 @@ from hostcore.testing.worker import WorkerConformance
 
 __all__ = [
     "CliResult",
+    "CommandConformance",
     "DestinationConformance",
     "EventCollector",
     "PolicyInputConformance",

@@ -2,8 +2,9 @@
 
 One module per kind (:mod:`~hostcore.testing.sink`, :mod:`~hostcore.testing.worker`,
 :mod:`~hostcore.testing.policy_input`, :mod:`~hostcore.testing.provider`,
-:mod:`~hostcore.testing.source`, :mod:`~hostcore.testing.destination`); this
-module holds what they share.
+:mod:`~hostcore.testing.source`, :mod:`~hostcore.testing.destination`), and one for
+the commands a plugin adds (:mod:`~hostcore.testing.command`); this module holds
+what they share.
 
 Subclass the suite for your plugin's kind in a test module and provide a
 ``plugin`` fixture (your plugin module or object); the suite's tests then run
@@ -46,6 +47,8 @@ Suites and the fixtures they add (defaults in brackets):
   [both required].
 * :class:`DestinationConformance` — ``held_positions(host, stream, origin)``
   [required]: the positions the destination holds, read back.
+* :class:`CommandConformance` — ``command_invocations`` [none]: argument lists
+  (command name first) that must exit 0 against a fresh root.
 
 Every suite also takes ``plugin_config`` (the host configuration as a mapping)
 and ``host_env`` (the environment the hosts see, e.g. a fake tool on ``PATH``).

@@ -55,7 +55,7 @@ def failed(previous: Backoff | None, now: datetime, *, base: timedelta, cap: tim
     """The backoff after one more failed question at ``now`` (``jitter`` False: the
     delay exactly, for a schedule that must match another one)."""
     failures = (previous.failures if previous is not None else 0) + 1
-    gone_count = (previous.gone if previous is not None else 0) + 1 if gone else 0
+    gone_count = (previous.gone if previous is not None else 0) + 1 if gone or final else 0
     is_final = final or gone_count >= GONE_FINAL_AFTER
     delay = min(cap, base * 2 ** min(failures - 1, 32))
     if jitter:

@@ -33,10 +33,10 @@ def poll_command(host: Host, once: bool, as_json: bool) -> None:
     interrupted (not by the provider's page cap) or was rate-limited, a listing
     raised, a configured provider was unavailable, a closure or relocation question
     fails (until it is answered), the ledger could not be written, or a stop signal
-    cut the cycle short; each is named on stderr. A provider that is merely not configured is reported as
-    unconfigured and does not fail the run. When another process holds the root's
-    step lock, --once waits up to [run] lock_wait_seconds, then exits 1 naming
-    the holder.
+    cut the cycle short; each is named on stderr. A provider that is merely not
+    configured is reported as unconfigured and does not fail the run. When another
+    process holds the root's step lock, --once waits up to [run] lock_wait_seconds,
+    then exits 1 naming the holder.
 
     Without --once, a cycle every [poll] interval_seconds (re-read from the
     config file while it waits) until SIGINT or SIGTERM. Each cycle spends at

@@ -147,8 +147,8 @@ def _check_parents(path: Path, me: int) -> None:
             raise ConfigError(f"state root {path}: its parent folder {parent} cannot be "
                               f"checked: {exc.strerror or type(exc).__name__}") from None
         if not stat.S_ISDIR(found.st_mode):
-            # ensure_dir fails on it the same way; said here to name the folder.
-            raise ConfigError(f"state root {path}: cannot be created: {parent} "
+            # Said here, naming the folder, rather than as the error creating the root.
+            raise ConfigError(f"state root {path}: cannot be used: {parent} "
                               "is not a folder")
         if found.st_uid not in (me, 0):
             raise ConfigError(f"state root {path}: its parent folder {parent} belongs to "

@@ -41,11 +41,12 @@ from hostcore.workitems.records import (
     absent_since_of,
     decision_member,
     record_class,
+    retry_at_of,
 )
 
 log = logging.getLogger("hostcore.workitems.index")
 
-INDEX_FORMAT = 4
+INDEX_FORMAT = 5
 BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
 
 T = TypeVar("T")
@@ -87,12 +88,15 @@ CREATE TABLE entries (
     mtime_ns INTEGER NOT NULL,
     decision TEXT,
     scope TEXT NOT NULL,
-    ended_at TEXT NOT NULL
+    ended_at TEXT NOT NULL,
+    retry_at TEXT NOT NULL
 );
 CREATE INDEX entries_class ON entries (class, absent_since, ref);
 -- The distinct scopes of the unstamped records, found by skipping from one to the next.
 CREATE INDEX entries_unstamped_scope ON entries (scope, absent_since)
     WHERE class != 'ended';
+-- The few records whose question failed and stands (retry_at_of): counted every cycle.
+CREATE INDEX entries_retrying ON entries (retry_at) WHERE retry_at != '';
 CREATE TABLE malformed (slug TEXT PRIMARY KEY, size INTEGER NOT NULL,
                         mtime_ns INTEGER NOT NULL, reason TEXT NOT NULL);
 """
@@ -378,10 +382,11 @@ def _put(db: sqlite3.Connection, slug: str, record: PortableRecord, size: int,
     poll = record.poll
     last = poll.last_polled_at if poll and isinstance(poll.last_polled_at, str) else ""
     db.execute(
-        "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (slug, record.ref, record.sections, record_class(record), absent_since_of(poll),
          poll.updated_at if poll else "", last, size, mtime_ns, decision_member(record),
-         scope_key(record.ref), record.ended.at if record.ended else ""))
+         scope_key(record.ref), record.ended.at if record.ended else "",
+         retry_at_of(record)))
 
 
 def scope_key(ref: str) -> str:

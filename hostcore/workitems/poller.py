@@ -338,9 +338,17 @@ class Poller:
                 summary.errors.append(str(exc))
         open_refs = {ref for ref, _ in items}
         self._finish_forgets(provider, open_refs)
-        if budget.stopped():
-            return
-        self._reconcile(provider, listing, open_refs, moment, window, budget, summary)
+        if not budget.stopped():
+            self._reconcile(provider, listing, open_refs, moment, window, budget, summary)
+        summary.failing = self._standing_failures(provider)
+
+    def _standing_failures(self, provider: Any) -> int:
+        """The provider's records whose last question failed and is to be asked again,
+        asked this cycle or not (a ledger-only one waits a window): one index query
+        over the few rows it marks (``retry_at``)."""
+        failing = self.ledger.index.entries(
+            "retry_at != '' AND class IN ('tracked', 'ledger_only')", ())
+        return sum(1 for entry in failing if _owns(provider, entry.ref))
 
     def _list(self, provider: Any, summary: PollSummary) -> Listing | None:
         try:
@@ -663,7 +671,6 @@ class Poller:
                 continue
             if not backoff.due(previous, moment):
                 summary.deferred += 1
-                summary.failing += 1
                 continue
             failing = backoff.standing(previous)
             due.append((failing, previous.next_ask_at if previous and failing else "",
@@ -834,10 +841,7 @@ class Poller:
             self.ledger.update(ref, lambda record: _dated(record, now, horizon, failed))
         else:
             self.ledger.update(ref, partial(_failing, failing=failed))
-        if failed.final:
-            summary.gone += 1
-        else:
-            summary.failing += 1
+        summary.gone += failed.final
         self.emit("poll.item_error", stage="closure", set=which, will_retry=not failed.final)
         summary.errors.append(message)
         log.info("a closure question failed")

@@ -152,6 +152,17 @@ def with_backoff(record: PortableRecord, backoff: Backoff | None) -> PortableRec
         record, poll=msgspec.structs.replace(poll or PollSection(), backoff=backoff))
 
 
+def retry_at_of(record: PortableRecord) -> str:
+    """When an unstamped record whose question failed, and whose failure stands, is
+    asked again (its ``nextAskAt``, or its ``failedAt`` when that is empty); ``""``
+    for every other record. The index keeps it so a cycle counts standing failures
+    in one query."""
+    backoff = backoff_of(record)
+    if record.ended is not None or backoff is None or backoff.final or not backoff.failures:
+        return ""
+    return backoff.next_ask_at or backoff.failed_at or "?"
+
+
 def backoff_of(record: PortableRecord | None) -> Backoff | None:
     """The record's ``poll.backoff``, if it has one."""
     return record.poll.backoff if record is not None and record.poll is not None else None

@@ -315,3 +315,33 @@ def test_sigkill_mid_cycle_keeps_the_backoff_and_the_next_poll_once_honours_it(
     assert summary["deferred"] == 1 and summary["tracked_checks"] == 1
     assert fake_github.paths().count("/repos/o/r/issues/1") == 1  # its backoff held
     assert Ledger(root / "ledger").read("o/r#1").poll.backoff.failures == 1
+
+
+# -- the ledger-only set ---------------------------------------------------------------
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_a_failing_ledger_only_record_waits_a_window_and_its_failure_stands_meanwhile(
+        fake_github, tmp_path, fault):
+    rig = Rig(tmp_path, fake_github, ["o/r"])
+    rig.listing("o/r")
+    rig.plant(*(polled(f"o/r#{n}") for n in (1, 2, 3)))
+    fail(fake_github, "/repos/o/r/issues/1", fault)
+    for n in (2, 3):
+        fake_github.route(f"/repos/o/r/issues/{n}", 200, issue("o/r", n, "closed"))
+
+    first = rig.cycle()
+    if fault != "hang":  # a hang degrades the scope: the others wait a cycle
+        assert first.closures == 2
+    assert first.failing == 1 and first.failures()
+    meanwhile = rig.cycle(WINDOW / 2)
+    assert all(rig.ledger.read(f"o/r#{n}").ended is not None for n in (2, 3))
+    assert rig.asked("/repos/o/r/issues/1") == 1  # dated: not asked inside the window
+    assert meanwhile.failing == 1 and meanwhile.failures() == [
+        "1 record(s) whose closure question fails"]
+
+    fake_github.hung.clear()
+    fake_github.routes["/repos/o/r/issues/1"] = [(200, {}, issue("o/r", 1))]
+    answered = rig.cycle(WINDOW / 2 + timedelta(seconds=1))
+    assert rig.asked("/repos/o/r/issues/1") == 2
+    assert answered.failing == 0 and answered.failures() == []
+    assert rig.ledger.read("o/r#1").poll.backoff is None

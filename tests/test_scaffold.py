@@ -15,7 +15,7 @@ from hostcore.scaffold.create import KINDS, create_plugin
 # One plugin per kind; the provider is the issue's own example, `demo`.
 PLUGINS = {"provider": "demo", "source": "demo-source", "policy_input": "demo-policy",
            "telemetry_sink": "demo-sink", "worker": "demo-worker",
-           "destination": "demo-destination"}
+           "destination": "demo-destination", "command": "demo-command"}
 LINT = ["--select", "E,F,W,I,B,UP,SIM,RUF", "--ignore", "RUF012,B008", "--line-length", "100",
         "--target-version", "py311"]
 
@@ -53,7 +53,12 @@ def test_a_new_plugin_of_every_kind_installs_passes_its_tests_and_is_listed(tmp_
         info = infos[name]
         assert (info["status"], info["distribution"]) == ("loaded", f"hostcore-{name}")
         # One spelling per kind: --kind, the registration kind and `plugins --json` agree.
-        assert [(r["kind"], r["name"]) for r in info["registrations"]] == [(kind, name)]
+        expected = [] if kind == "command" else [(kind, name)]  # a command registers nothing
+        assert [(r["kind"], r["name"]) for r in info["registrations"]] == expected
+
+    command = run(python, "-m", "hostcore", "--root", tmp_path / "root", "demo-command",
+                  "--json", env=env)
+    assert json.loads(command.stdout)["plugins"]["loaded"] == len(PLUGINS)
 
     once = subprocess.run([python, "-m", "hostcore", "--root", tmp_path / "root", "run",
                            "--once"], env=env, capture_output=True, text=True, timeout=120)
@@ -135,7 +140,33 @@ def test_the_next_steps_install_the_test_extra_the_tests_need(hostcore_cli, tmp_
 def test_every_registration_kind_has_a_scaffold_spelt_the_same(hostcore_cli, tmp_path):
     from hostcore.plugin.registration import KINDS as REGISTRATION_KINDS
 
-    assert set(KINDS) == set(REGISTRATION_KINDS)
+    # Every registration kind, and one kind that registers nothing: a command.
+    assert set(KINDS) == {*REGISTRATION_KINDS, "command"}
+
+
+def test_a_command_plugin_passes_mypy_strict_and_its_own_tests(tmp_path):
+    target, files = create_plugin("notes", "command", tmp_path / "pkg")
+    assert Path("hostcore_notes/command.py") in files
+    run(sys.executable, "-m", "mypy", "--strict", "--no-incremental", "hostcore_notes",
+        "tests", cwd=target)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOSTCORE_")}
+    tests = run(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests",
+                cwd=target, env={**env, "PYTHONPATH": str(target)})
+    assert "7 passed" in tests.stdout
+
+
+def test_new_plugin_writes_a_command_that_runs_in_the_host(hostcore_cli, register_plugin,
+                                                            tmp_path, monkeypatch):
+    target = tmp_path / "pkg"
+    assert hostcore_cli("new-plugin", "notes-in-host", "--kind", "command", "--dir",
+                        str(target)).exit_code == 0
+    monkeypatch.syspath_prepend(str(target))
+    import hostcore_notes_in_host.plugin
+
+    register_plugin(hostcore_notes_in_host.plugin)
+    result = hostcore_cli("notes-in-host")
+    assert result.exit_code == 0, result.stderr
+    assert "builtin: 5" in result.stdout and "loaded: 1" in result.stdout
 
 
 def test_the_spellings_of_0_1_still_work_with_a_note(hostcore_cli, tmp_path):

@@ -36,7 +36,8 @@ def _kind(ctx: click.Context, param: click.Parameter, value: str) -> str:
               metavar="[" + "|".join(KINDS) + "]",
               help="What the plugin registers: an evidence source, a work-item provider, a "
                    "withholding-policy input, a telemetry sink, an export destination or a "
-                   "worker (spelt as in `hostcore plugins --json`).")
+                   "worker (spelt as in `hostcore plugins --json`); or a command, which "
+                   "adds `hostcore NAME`.")
 @click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path),
               help="Folder to write the package into (default: ./hostcore-NAME). It must "
                    "not exist or be empty.")

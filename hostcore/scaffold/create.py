@@ -2,7 +2,8 @@
 
 ``hostcore new-plugin NAME --kind KIND`` calls :func:`create_plugin`. The package
 it writes has a ``pyproject.toml`` with the ``hostcore`` entry point, a package
-``hostcore_<name>`` holding a small working plugin of that kind, a README, and a
+``hostcore_<name>`` holding a small working plugin of that kind (one of the
+registration kinds, or ``command``: a ``hostcore NAME`` command), a README, and a
 test module running hostcore's conformance suite for the kind beside tests of the
 plugin's behaviour. It passes its own tests right after ``pip install -e``.
 
@@ -85,6 +86,14 @@ KINDS: dict[str, KindTemplate] = {
         config="```toml\n[plugins.$name]\nfolder = \"/srv/exports\"  "
                "# default: <root>/plugins/$name/out\n```",
     ),
+    "command": KindTemplate(
+        summary="A hostcore command reporting the state root and its plugins.",
+        suite="CommandConformance",
+        details="`hostcore $name` shows the state root and how many plugins of each status "
+                "the host runs with; `hostcore $name --json` prints the same as one JSON "
+                "document. The code is typed throughout and passes `mypy --strict`.",
+        config="None: the command has no settings.",
+    ),
     "worker": KindTemplate(
         summary="A hostcore worker draining an inbox folder a slice per tick.",
         suite="WorkerConformance",
@@ -166,6 +175,7 @@ def _render(names: Names, kind: str, template: KindTemplate) -> dict[Path, str]:
         "dist": names.dist,
         "package": names.package,
         "cls": names.cls,
+        "func": names.name.replace("-", "_"),
         "kind": kind,
         "suite": template.suite,
         "summary": template.summary,
@@ -181,5 +191,10 @@ def _render(names: Names, kind: str, template: KindTemplate) -> dict[Path, str]:
         Path(names.package) / "plugin.py": root / kind / "plugin.py.tmpl",
         Path("tests") / f"test_{names.package}.py": root / kind / "test.py.tmpl",
     }
+    # Modules of the package beside plugin.py (a command kind's command.py), if any.
+    for extra in sorted((root / kind).iterdir(), key=lambda t: t.name):
+        if extra.name.endswith(".py.tmpl") and extra.name not in ("plugin.py.tmpl",
+                                                                   "test.py.tmpl"):
+            sources[Path(names.package) / extra.name.removesuffix(".tmpl")] = extra
     return {path: Template(source.read_text(encoding="utf-8")).substitute(values)
             for path, source in sources.items()}

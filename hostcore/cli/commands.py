@@ -38,7 +38,8 @@ CLOSE_GRACE_SECONDS = 5.0
 
 @click.command("plugins")
 @json_option
-@click.option("-v", "--verbose", is_flag=True, help="Also list what each plugin registers.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Also list what each plugin registers, and failed plugins' tracebacks.")
 @click.option("--traceback", "show_tb", is_flag=True, help="Show tracebacks of failed plugins.")
 @pass_host(read_only=True)
 def plugins_command(host: Host, as_json: bool, verbose: bool, show_tb: bool) -> None:
@@ -65,7 +66,7 @@ def plugins_command(host: Host, as_json: bool, verbose: bool, show_tb: bool) -> 
             for reg in info.registrations:
                 why = "" if reg.available else f" (unavailable: {reg.reason})"
                 click.echo(_fit(f"  {info.name}: {reg.kind} {reg.name}{why}"))
-    if show_tb:
+    if show_tb or verbose:
         for info in infos:
             if info.traceback:
                 click.echo(f"\n--- {info.name} ---\n{info.traceback}", err=True)

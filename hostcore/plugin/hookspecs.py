@@ -10,6 +10,12 @@ an iterable of objects, or ``None``. The host calls them once, when the host is
 built, validates what they return (see :mod:`hostcore.plugin.registration`) and reports a bad
 object with the plugin's name. They are not a per-row path: the host resolves the
 registered objects once and calls them directly afterwards.
+
+The host calls every hook one plugin at a time (:mod:`hostcore.plugin.calls`): an
+implementation that raises, or calls ``sys.exit()``, fails its plugin alone (listed
+``failed`` with the hook and the error, everything it registered dropped) and the
+other plugins' implementations still run; in strict mode it is fatal. What an
+implementation prints goes to stderr.
 """
 
 from __future__ import annotations
@@ -189,8 +195,17 @@ def hostcore_events() -> EventSpec | Iterable[EventSpec] | None:
 def hostcore_commands(cli: click.Group) -> None:
     """Add subcommands to the ``hostcore`` command line.
 
-    Called once while the CLI is built. Use ``hostcore.cli.pass_host`` to get the
+    Called once while the CLI is built, and by ``hostcore plugins`` to check it
+    works. Use ``hostcore.plugin.cli.pass_host`` to get the
     :class:`~hostcore.host.Host` the command runs against. Return nothing.
+
+    Each plugin's implementation is called on its own, built-ins first. One that
+    raises fails its plugin, and the commands it added before raising are taken
+    back; every other command works. A command under a name hostcore or an
+    earlier plugin already uses is refused, with a warning naming the plugin; the
+    plugin's other commands stay. Keep the command's code in a module of its own
+    and import it inside the hookimpl: the hook runs on every ``--help``.
+    ``hostcore.testing.CommandConformance`` checks all of this.
 
     Example::
 
@@ -237,6 +252,9 @@ def hostcore_published_ref(stream: str, host: Host, destination: Destination
     (``host.store.instance_id``), its identities the ones published for that
     store. Only contribute the ref: the comparison is made by
     ``hostcore.export.ref.compare`` so every surface agrees on what moved.
+    Implementations are asked one at a time, last registered first; one that
+    raises fails its plugin and the next is asked (the destination's own
+    ``published()`` when none answers).
 
     Example::
 

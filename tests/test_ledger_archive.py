@@ -226,8 +226,16 @@ CHILD = textwrap.dedent("""
             die()
         archive.Archive.put = commit_dies
 
+    elif point == "write-back":
+        def discard_dies(self, ref):
+            die()
+        archive.Archive.discard = discard_dies
+
     led = ledger_module.Ledger(folder)
     print("started", flush=True)
+    if point == "write-back":  # an archived item listed open again, killed half way
+        led.update("o/r#1", lambda r: ledger_module.PortableRecord(
+            ref=r.ref, poll=ledger_module.PollSection(last_polled_at="2026-06-01T00:00:00Z")))
     while led.archive_ended("2027-01-01T00:00:00Z", limit=25).archived:
         pass
     print("done", flush=True)
@@ -277,6 +285,22 @@ def test_a_process_killed_at_each_step_of_a_move_loses_and_duplicates_nothing(
     assert_nothing_lost_or_doubled(folder, records)
     ledger = Ledger(folder)
     assert live_files(ledger) == 1 and ledger.status()["archived"] == 60
+    assert ledger.archive.pending() == []  # nothing left that a live file could shadow
+
+
+def test_a_process_killed_writing_an_archived_record_back_counts_it_once(tmp_path):
+    folder = tmp_path / "ledger"
+    records = {r.ref: r for r in [ended(n) for n in range(10)]}
+    plant(folder, list(records.values())).archive_ended(LATER)
+    assert run_child(folder, "write-back") == -signal.SIGKILL
+    records["o/r#1"] = PortableRecord(ref="o/r#1", poll=PollSection(  # the live file won
+        last_polled_at="2026-06-01T00:00:00Z"))
+    assert_nothing_lost_or_doubled(folder, records)
+    assert Ledger(folder, read_only=True).status()["archived"] == 9
+    assert run_child(folder, "none") == 0  # the next pass drops the stale copy
+    assert_nothing_lost_or_doubled(folder, records)
+    ledger = Ledger(folder)
+    assert ledger.archive.get("o/r#1") is None and ledger.archive.pending() == []
 
 
 def test_a_process_killed_at_random_moments_while_archiving_loses_and_duplicates_nothing(
@@ -291,3 +315,39 @@ def test_a_process_killed_at_random_moments_while_archiving_loses_and_duplicates
     assert run_child(folder, "none") == 0
     assert_nothing_lost_or_doubled(folder, records)
     assert Ledger(folder).status()["archived"] == 400
+
+
+HOT_JOURNAL = textwrap.dedent("""
+    import os, signal, sqlite3, sys
+    db = sqlite3.connect(sys.argv[1], isolation_level=None)
+    db.execute("PRAGMA cache_size = 1")  # spill pages to the file mid-transaction
+    db.execute("BEGIN IMMEDIATE")
+    db.executemany("INSERT INTO records VALUES (?, '', NULL, ?)",
+                   [(f"x/y#{n}", b"{}" * 200) for n in range(2000)])
+    db.execute("UPDATE records SET data = x'00' WHERE ref LIKE 'o/r#%'")
+    os.kill(os.getpid(), signal.SIGKILL)
+""")
+
+
+def test_a_read_only_reader_after_a_writer_died_mid_commit_reads_the_last_commit(tmp_path):
+    folder = tmp_path / "ledger"
+    records = {r.ref: r for r in [ended(n) for n in range(20)]}
+    plant(folder, list(records.values())).archive_ended(LATER)
+    path = folder / ARCHIVE_FILE
+    died = subprocess.run([sys.executable, "-c", HOT_JOURNAL, str(path)])
+    assert died.returncode == -signal.SIGKILL
+    journal = Path(f"{path}-journal")
+    assert journal.stat().st_size > 0  # a hot journal: only a writer may roll it back
+    kept = (path.read_bytes(), journal.read_bytes())
+    assert_nothing_lost_or_doubled_read_only(folder, records)
+    assert (path.read_bytes(), journal.read_bytes()) == kept  # nothing written
+    assert_nothing_lost_or_doubled(folder, records)  # and a writer rolls it back
+
+
+def assert_nothing_lost_or_doubled_read_only(folder: Path,
+                                            records: dict[str, PortableRecord]) -> None:
+    ledger = Ledger(folder, read_only=True)
+    assert sorted(ref for ref, _ in ledger.iter_records()) == sorted(records)
+    assert all(ledger.read(ref) == record for ref, record in records.items())
+    assert ledger.status()["archived"] == len(records)
+    ledger.close()

@@ -16,6 +16,12 @@ then unlinks the live file. Killed between the two, both exist and hold the same
 bytes: readers take the live file, counts leave such a copy out, and the next
 pass unlinks the live file.
 
+So that counts need not look up every live record here, every ref whose live file
+may exist beside its copy is listed in ``pending``, in the same commit that makes
+the copy (or, for a record about to be written live again, before that write); a
+ref leaves ``pending`` once its live file is gone or its copy is dropped. Only the
+pending refs can be shadowed.
+
 One connection serves every thread of a process, one call at a time.
 """
 
@@ -24,9 +30,11 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import shutil
 import sqlite3
+import tempfile
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -38,6 +46,8 @@ from hostcore.files import ensure_dir, open_state_file
 log = logging.getLogger("hostcore.workitems.archive")
 
 ARCHIVE_FORMAT = 1
+# SQLite's primary result code for "attempt to write a readonly database".
+_SQLITE_READONLY = 8
 
 T = TypeVar("T")
 
@@ -49,6 +59,7 @@ CREATE TABLE records (
     decision TEXT,
     data BLOB NOT NULL
 ) WITHOUT ROWID;
+CREATE TABLE pending (ref TEXT PRIMARY KEY) WITHOUT ROWID;
 """
 
 
@@ -73,6 +84,8 @@ class Archive:
         self.read_only = read_only
         self._db: sqlite3.Connection | None = None
         self._mutex = threading.RLock()
+        # A rolled-back copy a read-only process reads instead (see _rolled_back_copy).
+        self._copy: tempfile.TemporaryDirectory[str] | None = None
 
     # -- reads -----------------------------------------------------------------------
 
@@ -86,11 +99,16 @@ class Archive:
         """How many records the archive holds (kept in ``meta``: no scan)."""
         return self._read(lambda db: _count(db), 0)
 
-    def shadowed(self, refs: Iterable[str]) -> set[str]:
-        """Those of ``refs`` the archive also holds (a live file shadows its copy)."""
+    def pending(self) -> list[str]:
+        """The archived refs whose live file may exist too (a move or a write back to
+        live under way, or killed): the only copies a live file can shadow."""
+        rows: list[tuple[str]] = self._read(lambda db: db.execute(
+            "SELECT ref FROM pending ORDER BY ref").fetchall(), [])
+        return [str(ref) for (ref,) in rows]
 
-        wanted = list(refs)
-        return self._read(lambda db: _present(db, wanted), set())
+    def holds(self, ref: str) -> bool:
+        return self._read(lambda db: db.execute(
+            "SELECT 1 FROM records WHERE ref = ?", (ref,)).fetchone() is not None, False)
 
     def decision_members(self) -> Iterator[tuple[str, str]]:
         """``(ref, member)`` of every archived record carrying a decision."""
@@ -113,8 +131,10 @@ class Archive:
 
     # -- writes ----------------------------------------------------------------------
 
-    def put(self, records: list[Archived]) -> None:
-        """Store ``records`` (replacing copies of the same refs) in one durable commit.
+    def put(self, records: list[Archived], *, pending: bool = True) -> None:
+        """Store ``records`` (replacing copies of the same refs) in one durable commit,
+        their refs listed pending until :meth:`settle` (``pending=False``: records
+        with no live file, as a bulk import writes them).
 
         Raises :class:`sqlite3.DatabaseError` or :class:`OSError` when the commit
         did not happen: the caller then keeps the live files.
@@ -126,7 +146,28 @@ class Archive:
                 known = _present(db, [r.ref for r in records])
                 db.executemany("INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?)",
                                [(r.ref, r.ended_at, r.decision, r.data) for r in records])
+                if pending:
+                    db.executemany("INSERT OR IGNORE INTO pending VALUES (?)",
+                                   [(r.ref,) for r in records])
                 _set_count(db, _count(db) + len({r.ref for r in records} - known))
+
+    def mark_pending(self, ref: str) -> None:
+        """List ``ref`` pending (durably) before its live file is written again."""
+        with self._mutex:
+            db = self._writable()
+            with db:
+                db.execute("BEGIN IMMEDIATE")
+                db.execute("INSERT OR IGNORE INTO pending VALUES (?)", (ref,))
+
+    def settle(self, refs: list[str]) -> None:
+        """``refs`` have no live file any more: no longer pending."""
+        if not refs:
+            return
+        with self._mutex:
+            db = self._writable()
+            with db:
+                db.execute("BEGIN IMMEDIATE")
+                db.executemany("DELETE FROM pending WHERE ref = ?", [(ref,) for ref in refs])
 
     def discard(self, ref: str) -> bool:
         """Remove the copy of ``ref`` (its live record was written since); True if
@@ -138,6 +179,7 @@ class Archive:
             with db:
                 db.execute("BEGIN IMMEDIATE")
                 gone = db.execute("DELETE FROM records WHERE ref = ?", (ref,)).rowcount
+                db.execute("DELETE FROM pending WHERE ref = ?", (ref,))
                 if gone:
                     _set_count(db, _count(db) - gone)
             return bool(gone)
@@ -147,6 +189,9 @@ class Archive:
             if self._db is not None:
                 self._db.close()
                 self._db = None
+            if self._copy is not None:
+                self._copy.cleanup()
+                self._copy = None
 
     # -- connection ------------------------------------------------------------------
 
@@ -168,8 +213,7 @@ class Archive:
         if self._db is not None:
             return self._db
         if self.read_only:
-            db = sqlite3.connect(f"{self.path.as_uri()}?mode=ro", uri=True,
-                                 isolation_level=None, timeout=30, check_same_thread=False)
+            db = self._open_read_only()
         else:
             db = self._connect()
             if db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 0:
@@ -184,6 +228,40 @@ class Archive:
                               f"{ARCHIVE_FORMAT}")
         self._db = db
         return db
+
+    def _open_read_only(self) -> sqlite3.Connection:
+        db = sqlite3.connect(f"{self.path.as_uri()}?mode=ro", uri=True,
+                             isolation_level=None, timeout=30, check_same_thread=False)
+        try:
+            _meta(db, "format")
+            return db
+        except sqlite3.OperationalError as exc:
+            db.close()
+            if exc.sqlite_errorcode & 0xFF != _SQLITE_READONLY:
+                raise
+        try:
+            return self._rolled_back_copy()
+        except FileNotFoundError:  # a writer rolled the journal back meanwhile
+            return sqlite3.connect(f"{self.path.as_uri()}?mode=ro", uri=True,
+                                   isolation_level=None, timeout=30, check_same_thread=False)
+
+    def _rolled_back_copy(self) -> sqlite3.Connection:
+        """The archive as its last commit left it, for a read-only process that finds
+        the journal of a writer killed mid-commit (SQLite must roll it back, which a
+        read-only connection may not): the file and its journal are copied into a
+        private temporary folder, where opening rolls the copy back. Nothing under
+        the root is written; the next writer rolls the original back itself."""
+        journal = Path(f"{self.path}-journal")
+        self._copy = tempfile.TemporaryDirectory(prefix="hostcore-archive-")
+        copy = Path(self._copy.name) / self.path.name
+        before = journal.stat()
+        shutil.copyfile(journal, f"{copy}-journal")
+        shutil.copyfile(self.path, copy)
+        after = journal.stat()  # FileNotFoundError if a writer rolled it back meanwhile
+        if (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns):
+            raise sqlite3.OperationalError("the archive's journal changed while copied")
+        log.info("ledger archive: reading a copy rolled back from a killed writer's journal")
+        return sqlite3.connect(copy, isolation_level=None, check_same_thread=False)
 
     def _writable(self) -> sqlite3.Connection:
         if self.read_only:

@@ -124,23 +124,19 @@ class Ledger:
     def read(self, ref: str) -> PortableRecord | None:
         """The record of ``ref`` (live, else archived); ``None`` if there is none;
         :class:`RecordError` if it is malformed or belongs to another ref."""
-        return self._read_either(ref)[0]
-
-    def _read_either(self, ref: str) -> tuple[PortableRecord | None, bool]:
-        """The record of ``ref`` and whether it came from the archive."""
         path = self.path_for(ref)
         try:
-            data, what, archived = path.read_bytes(), str(path), False
+            data, what = path.read_bytes(), str(path)
         except FileNotFoundError:
             kept = self.archive.get(ref)
             if kept is None:
-                return None, False
-            data, what, archived = kept, f"{self.archive.path} ({path.name})", True
+                return None
+            data, what = kept, f"{self.archive.path} ({path.name})"
         self.counters.reads += 1
         record = decode_record(data, what=what)
         if record.ref != ref:
             raise RecordError(f"{what}: $.ref: names {record.ref[:80]!r}, not {ref[:80]!r}")
-        return record, archived
+        return record
 
     def write(self, record: PortableRecord) -> None:
         """Write ``record`` (one atomic write) and update its index row.
@@ -157,10 +153,26 @@ class Ledger:
         stored = decode_record(data, what=str(path)) if record.sections & DECISIONS else record
         with self._locked():
             self.index.fresh()  # the meta written after must describe a synced index
+            archived = self._archived(record.ref)
+            if archived:
+                # Listed pending first, so a kill before the copy is dropped leaves a
+                # shadow that counts know of; the live file is the newer version.
+                self.archive.mark_pending(record.ref)
             atomic_write(path, data)
             self.counters.writes += 1
             stat = path.stat()
             self.index.recorded(path.name[:-5], stored, stat.st_size, stat.st_mtime_ns)
+            if archived:
+                self.archive.discard(record.ref)
+
+    def _archived(self, ref: str) -> bool:
+        """Whether the archive holds a copy of ``ref``; an archive that cannot be read
+        holds none as far as writes go (the live file wins every read anyway)."""
+        try:
+            return self.archive.holds(ref)
+        except RecordError:
+            log.debug("ledger: the archive cannot be read", exc_info=True)
+            return False
 
     def update(self, ref: str,
                change: Callable[[PortableRecord], PortableRecord | None]) -> PortableRecord | None:
@@ -168,14 +180,10 @@ class Ledger:
         write the result, unless ``change`` returns ``None`` (nothing to write).
         A malformed record raises :class:`RecordError` and is left as it is."""
         with self._locked():  # read, change and write as one step across processes
-            found, archived = self._read_either(ref)
-            changed = change(found or PortableRecord(ref=ref))
+            record = self.read(ref) or PortableRecord(ref=ref)
+            changed = change(record)
             if changed is not None:
-                self.write(changed)
-                if archived:
-                    # The live file holds the newer version now. Killed before this
-                    # line, the stale copy is shadowed by the live file (it wins).
-                    self.archive.discard(ref)
+                self.write(changed)  # an archived record moves back to portable/
             return changed
 
     def iter_records(self) -> Iterator[tuple[str, PortableRecord]]:
@@ -263,12 +271,16 @@ class Ledger:
         members = self.index.read(lambda db: {
             str(ref): str(member) for ref, member in
             db.execute("SELECT ref, decision FROM entries WHERE decision IS NOT NULL")})
-        live = self.index.read(lambda db: {str(ref) for (ref,) in db.execute(
-            "SELECT ref FROM entries WHERE decision IS NULL")}) if self.archive.count() else ()
+        shadowed = self._shadowed()
         for ref, member in self.archive.decision_members():
-            if ref not in members and ref not in live:
+            if ref not in members and ref not in shadowed:
                 members[ref] = member
         return members
+
+    def _shadowed(self) -> set[str]:
+        """The archived refs that also have a live file (which wins): only pending
+        refs can (see :mod:`hostcore.workitems.archive`)."""
+        return {ref for ref in self.archive.pending() if self.path_for(ref).exists()}
 
     def unstamped_scopes(self) -> list[tuple[str, str]]:
         """``(scope key, a ref)`` for each scope key (:func:`~hostcore.workitems.index.scope_key`)
@@ -309,9 +321,7 @@ class Ledger:
         try:
             archived = self.archive.count()
             if archived:
-                live = self.index.read(lambda db: [
-                    str(ref) for (ref,) in db.execute("SELECT ref FROM entries")])
-                archived -= len(self.archive.shadowed(live))
+                archived -= len(self._shadowed())
         except RecordError:
             log.info("ledger: the archive cannot be read; status leaves it out")
             return {**report, "archived": 0, "archive_unreadable": 1}
@@ -336,6 +346,7 @@ class Ledger:
             raise RecordError(f"{self.directory}: ledger opened read-only")
         done = ArchivePass()
         with self._locked():
+            self._settle_pending()
             rows = self.index.read(lambda db: db.execute(
                 "SELECT slug, ref, size, mtime_ns FROM entries WHERE class = 'ended' "
                 "AND (sections & ?) = 0 AND ended_at <= ? ORDER BY ended_at, ref LIMIT ?",
@@ -361,7 +372,31 @@ class Ledger:
             fsync_dir(self.portable)
             self.index.removed(gone)
             done.archived = len(gone)
+            moved = {f"{slug}.json" for slug in gone}
+            self.archive.settle([copied.ref for copied, path, _ in moving
+                                 if path.name in moved])
         return done
+
+    def _settle_pending(self) -> None:
+        """Finish what a killed process left pending: a live file holding the same
+        bytes as its copy is unlinked (the move's second step); a live file that
+        differs is the newer version, so the copy is dropped; no live file, nothing
+        left to do."""
+        for ref in self.archive.pending():
+            path = self.path_for(ref)
+            try:
+                data = path.read_bytes()
+            except FileNotFoundError:
+                self.archive.settle([ref])
+                continue
+            if data == self.archive.get(ref):
+                self.index.fresh()
+                os.unlink(path)
+                fsync_dir(self.portable)
+                self.index.removed([path.name[:-5]])
+                self.archive.settle([ref])
+            else:
+                self.archive.discard(ref)
 
     def _archivable(self, path: Path, ref: str, stamp: tuple[int, int]) -> Archived | None:
         """The archive's copy of the record file ``path``, if it is still the version

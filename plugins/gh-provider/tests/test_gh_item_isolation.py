@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import hostcore_gh.plugin as gh_plugin
 import pytest
 import tenacity
 from hostcore_gh.provider import GhConfig, GhProvider
@@ -345,3 +346,35 @@ def test_a_failing_ledger_only_record_waits_a_window_and_its_failure_stands_mean
     assert rig.asked("/repos/o/r/issues/1") == 2
     assert answered.failing == 0 and answered.failures() == []
     assert rig.ledger.read("o/r#1").poll.backoff is None
+
+
+def test_poll_once_from_cron_announces_new_items_and_exits_1_while_a_stranded_scope_fails(
+        hostcore_cli, register_plugin, fake_github, tmp_path):
+    register_plugin(gh_plugin)
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "hostcore.toml").write_text('[plugins.gh]\nrepos = ["acme/widgets"]\n')
+    ledger = Ledger(root / "ledger")
+    ledger.write(polled("acme/widgets#1", last=format_utc(datetime.now(UTC))))
+    ledger.write(polled("acme/gone#5"))
+    ledger.close()
+    fake_github.route("/repos/acme/gone", 403, {"message": SAML})
+    runs = []
+    for numbers in ((1, 2), (1, 2, 3)):  # two cron runs, the second inside the backoff
+        fake_github.routes["/repos/acme/widgets/issues"] = [
+            (200, {}, [issue("acme/widgets", n) for n in numbers])]
+        runs.append(hostcore_cli("poll", "--once", "--json", env=fake_github.env(),
+                                 root=root))
+    for result in runs:
+        assert result.exit_code == 1
+        assert "gh: acme/gone (could not tell whether it moved)" in result.stderr
+        (summary,) = json.loads(result.stdout)
+        assert summary["new"] == 1 and summary["held"] == 0
+    assert [json.loads(r.stdout)[0]["unresolved"] for r in runs] == [
+        {"acme/gone": "failed"}, {"acme/gone": "waiting"}]
+    assert fake_github.paths().count("/repos/acme/gone") == 1
+
+    status = hostcore_cli("status", "--json", env=fake_github.env(), root=root)
+    poll = json.loads(status.stdout)["components"]["worker"]["poll"]
+    assert poll["last_cycle_unresolved"] == {"gh:acme/gone": "waiting"}
+    assert poll["last_cycle"]["new"] == 1

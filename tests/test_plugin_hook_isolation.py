@@ -150,9 +150,10 @@ def test_plugins_json_lists_the_plugin_whose_command_hook_raised_as_failed(broke
                                          "hook is broken")
     assert 'raise RuntimeError("the command hook is broken")' in infos["raising"]["traceback"]
     assert infos["fine"]["status"] == "loaded"
-    text = hostcore(["plugins", "--traceback"], site, root, load)
-    assert "raising: hostcore_commands raised RuntimeError" in text.stdout
-    assert "Traceback (most recent call last)" in text.stderr
+    for flag in ("--traceback", "-v"):
+        text = hostcore(["plugins", flag], site, root, load)
+        assert "raising: hostcore_commands raised RuntimeError" in text.stdout
+        assert "Traceback (most recent call last)" in text.stderr
 
 
 def test_strict_mode_makes_a_raising_command_hook_fatal(broken_commands):
@@ -315,3 +316,36 @@ def test_a_raising_hook_fails_only_its_plugin_in_process_and_is_fatal_when_stric
     with pytest.raises(PluginLoadError, match="raising-events"):
         Host(root=tmp_path / "b", plugins=[RaisingEvents()], load_entrypoints=False,
              env={"HOSTCORE_STRICT_PLUGINS": "1"})
+
+
+def test_work_item_receivers_are_called_one_by_one_and_print_to_stderr(tmp_path, capsys):
+    from hostcore.workitems.items import WorkItemEvent, WorkItemRef
+    from hostcore.workitems.poller import hook_dispatcher
+
+    received: list[str] = []
+
+    class Raises:
+        __name__ = "raises-on-events"
+
+        @hookimpl
+        def hostcore_work_item_event(self, event):
+            raise RuntimeError("cannot take events")
+
+    class Prints:
+        __name__ = "prints-events"
+
+        @hookimpl
+        def hostcore_work_item_event(self, event):
+            print("an event arrived")
+            received.append(event.ref.ref)
+
+    with Host(root=tmp_path / "root", plugins=[Prints(), Raises()], load_entrypoints=False,
+              env={}) as host:
+        event = WorkItemEvent(kind="opened", ref=WorkItemRef("o/r#1"), provider="p",
+                              at="2026-01-01T00:00:00Z")
+        assert hook_dispatcher(host)(event) == 1  # the raising receiver, counted
+        assert received == ["o/r#1"]  # the other still got it
+        out, err = capsys.readouterr()
+        assert out == "" and "an event arrived" in err
+        # The poller retries a failed delivery, so a raising receiver stays loaded.
+        assert host.plugins.infos["raises-on-events"].status == "loaded"

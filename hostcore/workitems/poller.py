@@ -59,6 +59,7 @@ import msgspec
 
 from hostcore.errors import RecordError
 from hostcore.files import keep_report, read_report
+from hostcore.plugin.calls import callers, plugin_output
 from hostcore.plugin.registration import availability
 from hostcore.timestamps import format_utc, parse_exact, utc_now
 from hostcore.workitems import backoff
@@ -329,26 +330,29 @@ class Poller:
                                   asked_before=format_utc(moment - window))
         waiting = self._may_have_moved(provider, known) if hold else set()
         summary.held = len(waiting)
+        # A listed record with a failing question is rewritten even when quiet: listed,
+        # it is open, so its backoff goes (and its failure no longer stands).
+        retrying = self._retrying()
         for ref, item in items:
             if ref in waiting:
                 continue
             try:
-                self._note_listed(provider, ref, item, known[ref], now, horizon, summary)
+                self._note_listed(provider, ref, item, known[ref], now, horizon, summary,
+                                  quiet=ref not in retrying)
             except RecordError as exc:  # malformed since read: left as it is
                 summary.errors.append(str(exc))
         open_refs = {ref for ref, _ in items}
         self._finish_forgets(provider, open_refs)
         if not budget.stopped():
             self._reconcile(provider, listing, open_refs, moment, window, budget, summary)
-        summary.failing = self._standing_failures(provider)
+        summary.failing = sum(1 for ref in self._retrying() if _owns(provider, ref))
 
-    def _standing_failures(self, provider: Any) -> int:
-        """The provider's records whose last question failed and is to be asked again,
+    def _retrying(self) -> set[str]:
+        """The unstamped records whose last question failed and is to be asked again,
         asked this cycle or not (a ledger-only one waits a window): one index query
         over the few rows it marks (``retry_at``)."""
-        failing = self.ledger.index.entries(
-            "retry_at != '' AND class IN ('tracked', 'ledger_only')", ())
-        return sum(1 for entry in failing if _owns(provider, entry.ref))
+        return {entry.ref for entry in self.ledger.index.entries(
+            "retry_at != '' AND class IN ('tracked', 'ledger_only')", ())}
 
     def _list(self, provider: Any, summary: PollSummary) -> Listing | None:
         try:
@@ -398,11 +402,15 @@ class Poller:
     # -- listed items ----------------------------------------------------------------
 
     def _note_listed(self, provider: Any, ref: str, item: WorkItem, entry: IndexEntry | None,
-                     now: str, horizon: str, summary: PollSummary) -> None:
+                     now: str, horizon: str, summary: PollSummary, *,
+                     quiet: bool = True) -> None:
+        """Deliver what changed about a listed item and note it on its record; with
+        ``quiet`` (the default), an item the index shows unchanged and recently seen
+        costs nothing."""
         if entry is not None and parse_exact(entry.last_polled_at) \
                 and entry.last_polled_at > horizon:
             summary.future_stamps += 1  # rewritten below: the listing is fresh proof
-        if entry is not None and self._quiet(entry, item, now):
+        if quiet and entry is not None and self._quiet(entry, item, now):
             return
         try:
             record = self.ledger.read(ref) or PortableRecord(ref=ref)
@@ -1003,22 +1011,16 @@ def _foreign_scope(provider: Any, ref: str) -> str | None:
 def hook_dispatcher(host: Host) -> Dispatch:
     """Deliver an event to every ``hostcore_work_item_event`` implementation, each on
     its own, so one that raises neither stops the others nor the poller. Returns how
-    many raised."""
-    pm = host.plugins.pm
-    name = "hostcore_work_item_event"
-    impls = getattr(pm.hook, name).get_hookimpls()
-    everyone = [plugin for _, plugin in pm.list_name_plugin()]
-    callers = [
-        (impl.plugin_name,
-         pm.subset_hook_caller(name, remove_plugins=[p for p in everyone if p is not impl.plugin]))
-        for impl in reversed(impls)
-    ]
+    many raised. A receiver that raises is not failed as a plugin: the poller
+    delivers the event again next cycle, up to its limit."""
+    receivers = list(callers(host.plugins, "hostcore_work_item_event"))
 
     def dispatch(event: WorkItemEvent) -> int:
         failed = 0
-        for plugin_name, call in callers:
+        for plugin_name, call in receivers:
             try:
-                call(event=event, host=host)
+                with plugin_output():  # `poll --json` is hostcore's stdout
+                    call(event=event, host=host)
             except Exception as exc:
                 failed += 1
                 log.warning("plugin %r failed on a %s work-item event: %s", plugin_name,

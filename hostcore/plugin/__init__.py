@@ -30,7 +30,8 @@ module is cheap: each name loads its home module on first use.
 Package layout: :mod:`~hostcore.plugin.markers`, :mod:`~hostcore.plugin.hookspecs`
 (every hook, documented), :mod:`~hostcore.plugin.registration` (the Protocols and
 their validation), :mod:`~hostcore.plugin.loader` (entry points, allow and block
-lists, strict mode), :mod:`~hostcore.plugin.registry` (the typed registry) and
+lists, strict mode, entry-point names), :mod:`~hostcore.plugin.calls` (every hook
+called one plugin at a time), :mod:`~hostcore.plugin.registry` (the typed registry) and
 :mod:`~hostcore.plugin.cli`.
 
 Imports. Every module here but :mod:`~hostcore.plugin.cli` is below the host

@@ -78,7 +78,7 @@ def failed(plugins: PluginSet, plugin_name: str, hook_name: str,
     if info is None or info.status == "builtin":
         raise exc
     if info.status == "failed":
-        return  # already out (a listener of the same failure, say)
+        return  # failed already, by something its own hook set off
     plugins.fail(info, f"{hook_name} raised {one_line(exc)}",
                  "".join(traceback.format_exception(exc)))
 

@@ -17,6 +17,11 @@ plugin is reported on stderr, naming it.
 
 Built-in plugins (the host's own hookimpls) always load and cannot be disabled.
 
+An entry point's name is its plugin's name everywhere (the listing, ``[plugins.<name>]``,
+the allow and block lists), so it is checked before anything is imported: an empty
+name, one an earlier plugin holds (PEP 503 spelling aside) or a built-in's (see
+:func:`reserved_names`) is reported by name and skipped.
+
 A plugin states the hostcore versions it supports in its distribution's dependency
 on ``hostcore`` (``Requires-Dist: hostcore>=0.2,<0.3``). Before importing an
 entry-point plugin the loader checks that range against the running host, and fails

@@ -233,6 +233,22 @@ def test_a_tracked_record_that_answers_again_drops_its_backoff_and_the_failure(
     assert record.poll.backoff is None and record.ended is None
 
 
+def test_a_failing_record_listed_again_is_open_and_its_failure_no_longer_stands(
+        fake_github, tmp_path):
+    rig = Rig(tmp_path, fake_github, ["o/r"])
+    rig.listing("o/r")  # a listing that missed it once
+    rig.plant(polled("o/r#1", session=True, last=format_utc(T0)))
+    fake_github.route("/repos/o/r/issues/1", 502, {"message": "Server Error"})
+    assert rig.cycle().failing == 1
+
+    rig.listing("o/r", 1)  # seen recently and unchanged: quiet, but for its backoff
+    summary = rig.cycle(timedelta(seconds=INTERVAL))
+
+    assert summary.failing == 0 and summary.failures() == []
+    assert rig.ledger.read("o/r#1").poll.backoff is None
+    assert rig.asked("/repos/o/r/issues/1") == 1
+
+
 # -- deleted items -----------------------------------------------------------------------
 
 def test_a_deleted_issue_is_not_asked_about_again_once_github_says_gone(fake_github,

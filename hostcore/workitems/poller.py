@@ -7,8 +7,10 @@ One cycle, per provider, within a share of ``[poll] cycle_budget_seconds``
    with a status per scope. Before anything is announced, a provider that can say
    where a scope went (``relocate``) is asked about the scopes of records it no
    longer owns, when the listing shows items the ledger has never seen: records
-   of a renamed repository are moved, not announced again. New and changed items
-   update their ``poll`` section and are dispatched through
+   of a renamed repository are moved, not announced again. A scope it cannot
+   answer about goes on a backoff and holds only the never-seen items that could
+   be its own, for at most :data:`RELOCATE_HOLD_CYCLES` intervals. New and
+   changed items update their ``poll`` section and are dispatched through
    ``hostcore_work_item_event``.
 2. **Finish** the close paths a killed process left between stamp and forget.
 3. **Reconcile, scope by scope.** A complete scope proves absence for its own
@@ -20,7 +22,8 @@ One cycle, per provider, within a share of ``[poll] cycle_budget_seconds``
 
    * the *tracked set*: unstamped records with a session, control, graph or
      collaborators section, not listed, owned by the provider, in a proven scope
-     — asked every cycle;
+     — asked every cycle, each re-read first, the ones whose question failed
+     last and only once their backoff has come;
    * the *ledger-only set*: unstamped poll-only records, not listed, in a proven
      scope and *due*: the later of ``lastPolledAt`` and ``closureCheckedAt`` is at
      least :data:`LEDGER_RECHECK_EVERY_CYCLES` times ``[poll] interval_seconds``
@@ -33,9 +36,13 @@ One cycle, per provider, within a share of ``[poll] cycle_budget_seconds``
    ``closed`` event, and only then forgets ``poll``: the record ends as ended
    only, never deleted. A *moved* answer (a transfer) does the same with a
    ``moved`` stamp naming the new ref, after seeding the new ref's record when
-   the provider owns it. "Still open" and an unanswerable question both leave a
-   tracked record alone and date a ledger-only one (``closureCheckedAt``, one
-   write), so neither is asked again before the window passes.
+   the provider owns it. "Still open" leaves a tracked record alone and dates a
+   ledger-only one (``closureCheckedAt``, one write). An unanswerable question
+   writes its failure and next-ask time on the record (``poll.backoff``, see
+   :mod:`hostcore.workitems.backoff`), in the same write as the date for a
+   ledger-only one, so neither holds up another item; the cycle counts as failed
+   while such a failure stands. An answer that the item is gone, once final,
+   stops the questions.
 
 Time on the ledger, not a cycle counter, measures absence: ``hostcore poll --once``
 from cron is a new process every cycle. A ledger that cannot be written (a full

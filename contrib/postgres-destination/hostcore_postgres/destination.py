@@ -49,7 +49,7 @@ from hostcore_postgres.schema import (
     check_tables,
     migrate,
     read_version,
-    refuse_newer,
+    refuse_writer,
 )
 
 if TYPE_CHECKING:
@@ -97,9 +97,10 @@ class PostgresDestination:
         self._unavailable = unavailable
         self._emit = emit
         self._migrations = migrations
+        # The writer version: the newest schema version this package knows.
         self._version = max(migrations)
         self._conn: psycopg.Connection[tuple[Any, ...]] | None = None
-        self._checked = False  # the tables were checked on this connection
+        self._checked = 0  # the schema version whose tables were checked on this connection
         self._lock = threading.Lock()
 
     # -- registration -------------------------------------------------------------
@@ -141,11 +142,17 @@ class PostgresDestination:
         from psycopg import sql
 
         def read(conn: psycopg.Connection[tuple[Any, ...]]) -> Ref:
-            if not self._ready_to_read(conn):
+            version = self._ready_to_read(conn)
+            if not version:
                 return Ref()
+            schema = sql.Identifier(self.schema)
+            if version >= 2:
+                # Trusted only if the database holds the origin for this role: from
+                # version 2 nobody else can have written its refs row.
+                self._check_owner(conn, schema, origin)
             row = conn.execute(sql.SQL(
                 "SELECT position, context, terms, decisions FROM {}.refs "
-                "WHERE stream = %s AND origin = %s").format(sql.Identifier(self.schema)),
+                "WHERE stream = %s AND origin = %s").format(schema),
                 (stream, origin)).fetchone()
             return Ref() if row is None else _ref(row)
 
@@ -180,9 +187,29 @@ class PostgresDestination:
                 with conn.transaction():
                     return self._push(conn, batch)
             except psycopg.Error as exc:
-                raise self._failed(explain(exc, broken=conn.broken, during="the push")) from None
+                raise self._failed(explain(exc, broken=conn.broken, during="the push",
+                                           rows=len(batch.rows))) from None
             except PostgresDestinationError as exc:
                 raise self._failed(exc) from None
+
+    def migrate(self) -> tuple[int, int]:
+        """Create or migrate the schema to this package's newest version, whether or
+        not there is anything to push (run as the database owner). Returns (version
+        found, version now); a schema already as new or newer is left as it is."""
+        import psycopg
+
+        with self._lock:
+            conn, _ = self._connection()
+            try:
+                found, now = self._migrate(conn)
+                check_tables(conn, self.schema, now)
+                self._checked = now
+            except psycopg.Error as exc:
+                raise self._failed(explain(exc, broken=conn.broken,
+                                           during="the migration")) from None
+            except PostgresDestinationError as exc:
+                raise self._failed(exc) from None
+        return found, now
 
     # -- internals ----------------------------------------------------------------
 
@@ -190,8 +217,9 @@ class PostgresDestination:
         from psycopg import sql
 
         schema = sql.Identifier(self.schema)
-        version, instance, held = self._lock_ref(conn, schema, batch.stream, batch.origin)
-        refuse_newer(version, self.schema, self._version)
+        version, min_writer, instance, held = self._lock_ref(conn, schema, batch.stream,
+                                                             batch.origin)
+        refuse_writer(version, min_writer, self.schema, self._version)
         check_continuity(batch, instance, held.content)
         governed = apply_governance(held, batch)  # raises Conflict before any write
         rows = _rows_past(batch.rows, held.content)
@@ -208,12 +236,15 @@ class PostgresDestination:
         return msgspec.structs.replace(governed, content=position)
 
     def _lock_ref(self, conn: psycopg.Connection[tuple[Any, ...]], schema: Any, stream: str,
-                  origin: str) -> tuple[int, str, Ref]:
-        """(schema version, instance id, the origin's ref), its refs row locked."""
+                  origin: str) -> tuple[int, int, str, Ref]:
+        """(schema version, oldest writer it admits, instance id, the origin's ref), its
+        refs row locked."""
         from psycopg import sql
 
         select = sql.SQL(
             "SELECT (SELECT version FROM {0}.schema_version), "
+            "(SELECT coalesce((to_jsonb(s) ->> 'min_writer_version')::integer, 1) "
+            "FROM {0}.schema_version s), "
             "(SELECT instance FROM {0}.destination), position, context, terms, decisions "
             "FROM {0}.refs WHERE stream = %s AND origin = %s FOR UPDATE").format(schema)
         row = conn.execute(select, (stream, origin)).fetchone()
@@ -222,11 +253,27 @@ class PostgresDestination:
                                  "ON CONFLICT DO NOTHING").format(schema), (stream, origin))
             row = conn.execute(select, (stream, origin)).fetchone()
         assert row is not None, "the refs row exists: it was just inserted"
-        if row[0] is None or row[1] is None:
+        if row[0] is None or row[2] is None:
             raise PostgresDestinationError(
                 "schema_altered", f"table {self.schema}.schema_version or "
                 f"{self.schema}.destination lost its row: altered by hand; restore it")
-        return int(row[0]), str(row[1]), _ref(row[2:])
+        return int(row[0]), int(row[1]), str(row[2]), _ref(row[3:])
+
+    def _check_owner(self, conn: psycopg.Connection[tuple[Any, ...]], schema: Any,
+                     origin: str) -> None:
+        """Raise ``origin_taken`` when the database holds ``origin`` for another role."""
+        from psycopg import sql
+
+        row = conn.execute(sql.SQL("SELECT {}.origin_role(%s), session_user").format(schema),
+                           (origin,)).fetchone()
+        assert row is not None, "a SELECT without FROM returns one row"
+        holder, me = row
+        if holder is not None and holder != me:
+            raise PostgresDestinationError(
+                "origin_taken", f"the database holds this store's origin {origin} for role "
+                f"{holder}, not for {me}, so what it publishes for it cannot be trusted and "
+                "this role cannot push to it; the database owner must check who claimed it "
+                "(see docs/postgres.md)")
 
     def _copy(self, conn: psycopg.Connection[tuple[Any, ...]], schema: Any,
               batch: ExportBatch, rows: list[ExportRow]) -> None:
@@ -250,29 +297,37 @@ class PostgresDestination:
                 # end raise that (psycopg would otherwise log a warning line of its
                 # own while it discards the second error, and a failure is one line).
 
-    def _ready_to_read(self, conn: psycopg.Connection[tuple[Any, ...]]) -> bool:
-        """False when the schema does not exist yet; raises when it is newer or altered."""
-        version = read_version(conn, self.schema)
+    def _ready_to_read(self, conn: psycopg.Connection[tuple[Any, ...]]) -> int:
+        """The schema's version, ``0`` when it does not exist yet; raises when it admits
+        no writer this old, or a table is altered."""
+        version, min_writer = read_version(conn, self.schema)
         if version == 0:
-            return False
-        refuse_newer(version, self.schema, self._version)
-        if not self._checked and version == self._version:
-            check_tables(conn, self.schema)
-            self._checked = True
-        return True
+            return 0
+        refuse_writer(version, min_writer, self.schema, self._version)
+        if self._checked != version:
+            check_tables(conn, self.schema, version)
+            self._checked = version
+        return version
 
     def _ready_to_write(self, conn: psycopg.Connection[tuple[Any, ...]]) -> None:
-        """Create or migrate the schema if needed (its version is read on every push:
-        a schema dropped or migrated meanwhile is noticed), then check the tables
-        (once per connection, and after any migration)."""
+        """Create the schema if there is none; an existing one is written as it is,
+        older or newer (``hostcore postgres migrate`` migrates it: a push never
+        does, so a rolling upgrade's hosts keep pushing meanwhile). The version is
+        read on every push, so a schema dropped or migrated meanwhile is noticed;
+        the tables are checked once per connection and version."""
+        version, min_writer = read_version(conn, self.schema)
+        if version == 0:
+            _, version = self._migrate(conn)
+        refuse_writer(version, min_writer, self.schema, self._version)
+        if self._checked != version:
+            check_tables(conn, self.schema, version)
+            self._checked = version
+
+    def _migrate(self, conn: psycopg.Connection[tuple[Any, ...]]) -> tuple[int, int]:
         found, now = migrate(conn, self.schema, self._migrations)
-        if found != now:
-            self._checked = False
-            if self._emit is not None:
-                self._emit("postgres_destination.migrated", from_version=found, to_version=now)
-        if not self._checked:
-            check_tables(conn, self.schema)
-            self._checked = True
+        if found != now and self._emit is not None:
+            self._emit("postgres_destination.migrated", from_version=found, to_version=now)
+        return found, now
 
     def _read(self, read: Callable[[psycopg.Connection[tuple[Any, ...]]], T], during: str) -> T:
         """Run ``read``; a reused connection the server dropped is replaced once."""
@@ -314,7 +369,7 @@ class PostgresDestination:
         except psycopg.Error as exc:
             raise self._failed(explain_connect(exc)) from None
         conn.adapters.register_dumper(None, _raw_json_dumper())
-        self._conn, self._checked = conn, False
+        self._conn, self._checked = conn, 0
         return conn, True
 
     def _failed(self, error: PostgresDestinationError) -> PostgresDestinationError:

@@ -28,11 +28,18 @@ KINDS = (
     "permission",        # the role lacks a grant docs/postgres.md lists
     "connection_lost",   # the connection broke during an operation
     "bad_row",           # the server refused a value of a row
+    "origin_taken",      # the database holds this store's origin for another role
+    "statement_timeout",  # the server cancelled the push at its statement_timeout
     "refused",           # anything else the server refused
 )
 
 # SQLSTATEs of a refused login: invalid_password, invalid_authorization_specification.
 _CREDENTIAL_STATES = ("28P01", "28000")
+# The schema's own guards (schema.py, version 2): another role's origin; a position
+# moving back or a refs row changing origin.
+_ORIGIN_TAKEN, _GUARD_REFUSED = "HC001", "HC002"
+# query_canceled: a statement_timeout (or someone's pg_cancel_backend)
+_CANCELED = "57014"
 _RESUMES = "; the next run resumes from what the database holds"
 # Kept as text: compiled (and cached by re) only when a failure is classified.
 _MISSING_DATABASE = r'database "[^"]*" does not exist'
@@ -74,13 +81,29 @@ def explain_connect(exc: psycopg.Error) -> PostgresDestinationError:
                                     f"nothing was pushed{_RESUMES}")
 
 
-def explain(exc: psycopg.Error, *, broken: bool, during: str) -> PostgresDestinationError:
+def explain(exc: psycopg.Error, *, broken: bool, during: str,
+            rows: int = 0) -> PostgresDestinationError:
     """A failure of a statement ``during`` an operation ("the push", ...) as a clear line.
 
-    ``broken`` is true when the connection is unusable afterwards.
+    ``broken`` is true when the connection is unusable afterwards; ``rows`` is how
+    many rows the push carried.
     """
     state = exc.sqlstate or ""
     said = server_said(exc)
+    if state == _CANCELED and not broken and "statement timeout" in said:
+        return PostgresDestinationError(
+            "statement_timeout", f"the server cancelled {during} of {rows} row(s) at this "
+            f"role's statement_timeout ({said}); nothing of it was written. Set fewer rows "
+            "per push with [plugins.export] batch_rows, or raise the role's "
+            "statement_timeout")
+    if state == _ORIGIN_TAKEN:
+        return PostgresDestinationError(
+            "origin_taken", f"the database refused {during} ({said}): each origin belongs "
+            "to the role that first pushed it; the database owner must check who claimed "
+            "it (see docs/postgres.md)")
+    if state == _GUARD_REFUSED:
+        return PostgresDestinationError("refused", f"the database refused {during} "
+                                        f"({said}); nothing of it was written")
     if broken or state[:2] in ("08", "57"):
         return PostgresDestinationError(
             "connection_lost", f"the connection to the server was lost during {during} "

@@ -2,21 +2,26 @@
 
 Everything lives in one PostgreSQL schema (``hostcore`` unless configured):
 
-* ``schema_version`` — one row: the version of this layout the database holds;
+* ``schema_version`` — one row: the version of this layout the database holds,
+  and ``min_writer_version``, the oldest writer that may still push to it;
 * ``destination`` — one row created with the schema: the destination's
   ``instance`` id, never reused, so a replaced database is noticed;
+* ``origins`` — each origin and the role that first claimed it, written once;
 * ``refs`` — one row per (stream, origin): the position held durably from that
-  store and the governance identities that origin publishes, with the role that
-  last pushed (``pushed_by``) and when;
-* ``rows`` — the exported rows, keyed by (stream, origin, position);
-* ``exported`` — a view: one row per push, "what left which machine, when".
+  store and the governance identities that origin publishes, writable by the
+  origin's role only (row-level security and a trigger);
+* ``rows`` — the exported rows, keyed by (stream, origin, position); a trigger
+  refuses a row whose origin is not the inserting role's;
+* ``pushes`` — one audit line per push, written by the push's own ``COPY``;
+* ``exported`` — a view of ``pushes``: "what left which machine, when".
 
 :data:`MIGRATIONS` maps each version to the statements that reach it from the
-one before; version 1 creates everything. :func:`migrate` applies the missing
+one before; version 1 creates the tables. :func:`migrate` applies the missing
 ones in one transaction under an advisory lock, so hosts starting together on a
 fresh database create it once, and a failed migration leaves the previous
-version whole. A database at a newer version than :data:`SCHEMA_VERSION` is
-refused, never written.
+version whole. Versions are additive: a writer knowing only older versions
+keeps pushing to a newer schema unless that schema's ``min_writer_version`` is
+newer than the writer (:func:`refuse_writer`), and then nothing is written.
 """
 
 from __future__ import annotations
@@ -30,10 +35,12 @@ from hostcore_postgres.errors import PostgresDestinationError, server_said
 if TYPE_CHECKING:
     import psycopg
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # Statements per version; ``{schema}`` is the quoted schema name and
-# ``{instance}`` a new identity (a literal). Version 1 creates everything.
+# ``{instance}`` a new identity (a literal). Version 1 creates the tables; every
+# later version is additive: a writer of an older version keeps writing to it
+# unless the version raises ``min_writer_version`` (a statement of its own).
 MIGRATIONS: Mapping[int, tuple[LiteralString, ...]] = {
     1: (
         "CREATE SCHEMA IF NOT EXISTS {schema}",
@@ -83,23 +90,153 @@ MIGRATIONS: Mapping[int, tuple[LiteralString, ...]] = {
                FROM {schema}.rows r JOIN {schema}.refs f USING (stream, origin)
                GROUP BY f.pushed_by, r.origin, r.stream, r.pushed_at""",
     ),
+    # Version 2: each origin belongs to the role that first claimed it, and the
+    # database, not each machine's honesty, keeps every machine's rows and refs its
+    # own. Every check is server-side, so the statements a push sends are those of
+    # version 1: writers of version 1 keep working (min_writer_version stays 1).
+    # The identity checked is session_user, the login: inside a SECURITY DEFINER
+    # function current_user is the function's owner, and both must agree. The
+    # guards raise SQLSTATE HC001 (the origin is another role's) and HC002 (a
+    # position moving back, a row changing origin): errors.py names them.
+    2: (
+        "ALTER TABLE {schema}.schema_version "
+        "ADD COLUMN min_writer_version integer NOT NULL DEFAULT 1",
+        """CREATE TABLE {schema}.origins (
+               origin text PRIMARY KEY,
+               role name NOT NULL,
+               claimed_at timestamp with time zone NOT NULL DEFAULT now())""",
+        # Origins pushed under version 1 go to the role that pushed them last: the
+        # only evidence version 1 kept (status names the role, so a wrong one shows).
+        """INSERT INTO {schema}.origins (origin, role, claimed_at)
+               SELECT DISTINCT ON (origin) origin, pushed_by, pushed_at
+               FROM {schema}.refs ORDER BY origin, pushed_at DESC""",
+        """CREATE TABLE {schema}.pushes (
+               role name NOT NULL,
+               stream text NOT NULL,
+               origin text NOT NULL,
+               first_position bigint NOT NULL,
+               last_position bigint NOT NULL,
+               rows bigint NOT NULL,
+               pushed_at timestamp with time zone NOT NULL DEFAULT now())""",
+        "CREATE INDEX pushes_pushed_at ON {schema}.pushes USING brin (pushed_at)",
+        """INSERT INTO {schema}.pushes (role, stream, origin, first_position, last_position,
+                                        rows, pushed_at)
+               SELECT o.role, r.stream, r.origin, min(r.position), max(r.position), count(*),
+                      r.pushed_at
+               FROM {schema}.rows r JOIN {schema}.origins o USING (origin)
+               GROUP BY o.role, r.stream, r.origin, r.pushed_at""",
+        # Written once: the first claim stands, and nobody but this function writes.
+        """CREATE FUNCTION {schema}.claim_origin(claimed text) RETURNS name
+               LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+           BEGIN
+               INSERT INTO {schema}.origins (origin, role) VALUES (claimed, session_user)
+                   ON CONFLICT (origin) DO NOTHING;
+               RETURN (SELECT o.role FROM {schema}.origins o WHERE o.origin = claimed);
+           END $$""",
+        """CREATE FUNCTION {schema}.origin_role(claimed text) RETURNS name
+               LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS
+           $$ SELECT o.role FROM {schema}.origins o WHERE o.origin = claimed $$""",
+        """CREATE FUNCTION {schema}.owns(claimed text) RETURNS boolean
+               LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS
+           $$ SELECT EXISTS (SELECT FROM {schema}.origins o
+                             WHERE o.origin = claimed AND o.role = session_user) $$""",
+        "REVOKE ALL ON FUNCTION {schema}.claim_origin(text) FROM PUBLIC",
+        # A refs row is inserted by an origin's first push: that claims the origin.
+        # Then only its role may change it, the position only forward, and pushed_by
+        # always says who did.
+        """CREATE FUNCTION {schema}.refs_guard() RETURNS trigger
+               LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+           DECLARE holder name;
+           BEGIN
+               IF TG_OP = 'INSERT' THEN
+                   holder := {schema}.claim_origin(NEW.origin);
+               ELSE
+                   IF NEW.origin <> OLD.origin OR NEW.stream <> OLD.stream THEN
+                       RAISE EXCEPTION 'a refs row keeps its stream and origin'
+                           USING ERRCODE = 'HC002';
+                   END IF;
+                   IF NEW.position < OLD.position THEN
+                       RAISE EXCEPTION 'the position of origin % may only move forward '
+                           '(from % to %)', OLD.origin, OLD.position, NEW.position
+                           USING ERRCODE = 'HC002';
+                   END IF;
+                   holder := {schema}.origin_role(OLD.origin);
+               END IF;
+               IF holder IS DISTINCT FROM session_user THEN
+                   RAISE EXCEPTION 'origin % belongs to role %, not to %', NEW.origin,
+                       holder, session_user USING ERRCODE = 'HC001';
+               END IF;
+               NEW.pushed_by := session_user;
+               RETURN NEW;
+           END $$""",
+        """CREATE TRIGGER refs_guard BEFORE INSERT OR UPDATE ON {schema}.refs
+               FOR EACH ROW EXECUTE FUNCTION {schema}.refs_guard()""",
+        "ALTER TABLE {schema}.refs ENABLE ROW LEVEL SECURITY",
+        """CREATE POLICY own_origin ON {schema}.refs
+               USING ({schema}.owns(origin)) WITH CHECK ({schema}.owns(origin))""",
+        # Row-level security would do for rows too, but PostgreSQL refuses COPY FROM
+        # into a table with it; a row trigger works under COPY.
+        """CREATE FUNCTION {schema}.rows_guard() RETURNS trigger
+               LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+           BEGIN
+               IF NOT EXISTS (SELECT FROM {schema}.origins o
+                              WHERE o.origin = NEW.origin AND o.role = session_user) THEN
+                   RAISE EXCEPTION 'origin % belongs to role %, not to %', NEW.origin,
+                       {schema}.origin_role(NEW.origin), session_user
+                       USING ERRCODE = 'HC001';
+               END IF;
+               RETURN NEW;
+           END $$""",
+        """CREATE TRIGGER rows_guard BEFORE INSERT ON {schema}.rows
+               FOR EACH ROW EXECUTE FUNCTION {schema}.rows_guard()""",
+        # The audit line of a push is written by the statement that inserts its rows,
+        # so no role ever writes one of its own.
+        """CREATE FUNCTION {schema}.rows_audit() RETURNS trigger
+               LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+           BEGIN
+               INSERT INTO {schema}.pushes (role, stream, origin, first_position,
+                                            last_position, rows)
+                   SELECT session_user, p.stream, p.origin, min(p.position),
+                          max(p.position), count(*)
+                   FROM pushed p GROUP BY p.stream, p.origin;
+               RETURN NULL;
+           END $$""",
+        """CREATE TRIGGER rows_audit AFTER INSERT ON {schema}.rows
+               REFERENCING NEW TABLE AS pushed
+               FOR EACH STATEMENT EXECUTE FUNCTION {schema}.rows_audit()""",
+        """CREATE OR REPLACE VIEW {schema}.exported AS
+               SELECT p.role AS machine, p.origin, p.stream, p.pushed_at,
+                      p.rows, p.first_position, p.last_position
+               FROM {schema}.pushes p""",
+    ),
 }
 
-# What each table must have, as pg_catalog's format_type() spells the types.
-# Extra columns are tolerated when an insert can leave them out (nullable or
-# with a default); anything else means the table was altered by hand.
-COLUMNS: Mapping[str, Mapping[str, str]] = {
-    "schema_version": {"singleton": "boolean", "version": "integer",
-                       "migrated_at": "timestamp with time zone"},
-    "destination": {"singleton": "boolean", "instance": "text",
-                    "created_at": "timestamp with time zone"},
-    "refs": {"stream": "text", "origin": "text", "position": "bigint", "context": "text",
-             "terms": "text", "decisions": "text", "pushed_by": "name",
-             "pushed_at": "timestamp with time zone"},
-    "rows": {"stream": "text", "origin": "text", "position": "bigint", "partition": "text",
-             "source_id": "text", "session_id": "text", "ts": "text", "directory": "text",
-             "git_remote": "text", "payload": "json", "key": "text",
-             "pushed_at": "timestamp with time zone"},
+# What each table must have, as pg_catalog's format_type() spells the types, from
+# the version that added it. Extra columns are tolerated when an insert can leave
+# them out (nullable or with a default); anything else means the table was
+# altered by hand.
+_TABLES: Mapping[int, Mapping[str, Mapping[str, str]]] = {
+    1: {
+        "schema_version": {"singleton": "boolean", "version": "integer",
+                           "migrated_at": "timestamp with time zone"},
+        "destination": {"singleton": "boolean", "instance": "text",
+                        "created_at": "timestamp with time zone"},
+        "refs": {"stream": "text", "origin": "text", "position": "bigint", "context": "text",
+                 "terms": "text", "decisions": "text", "pushed_by": "name",
+                 "pushed_at": "timestamp with time zone"},
+        "rows": {"stream": "text", "origin": "text", "position": "bigint",
+                 "partition": "text", "source_id": "text", "session_id": "text",
+                 "ts": "text", "directory": "text", "git_remote": "text",
+                 "payload": "json", "key": "text", "pushed_at": "timestamp with time zone"},
+    },
+    2: {
+        "schema_version": {"min_writer_version": "integer"},
+        "origins": {"origin": "text", "role": "name",
+                    "claimed_at": "timestamp with time zone"},
+        "pushes": {"role": "name", "stream": "text", "origin": "text",
+                   "first_position": "bigint", "last_position": "bigint", "rows": "bigint",
+                   "pushed_at": "timestamp with time zone"},
+    },
 }
 # The primary keys that make a rerun unable to duplicate a row or a ref. A key
 # with more columns is accepted: a table partitioned by month must add its
@@ -108,7 +245,27 @@ COLUMNS: Mapping[str, Mapping[str, str]] = {
 PRIMARY_KEYS: Mapping[str, tuple[str, ...]] = {
     "refs": ("stream", "origin"),
     "rows": ("stream", "origin", "position"),
+    "origins": ("origin",),
 }
+# What keeps each machine's rows and refs its own from version 2: the triggers
+# (enabled) and row-level security on refs. Without them the database enforces
+# nothing, and a machine's status would rest on every other machine's honesty.
+GUARD_TRIGGERS: Mapping[str, tuple[str, ...]] = {
+    "refs": ("refs_guard",),
+    "rows": ("rows_guard", "rows_audit"),
+}
+
+
+def columns(version: int) -> dict[str, dict[str, str]]:
+    """The tables and columns a schema of ``version`` has (for a newer version: those
+    of the newest this package knows, which later versions only add to)."""
+    merged: dict[str, dict[str, str]] = {}
+    for since, tables in sorted(_TABLES.items()):
+        if since <= version:
+            for table, cols in tables.items():
+                merged.setdefault(table, {}).update(cols)
+    return merged
+
 
 _COLUMNS_SQL = """
     SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod),
@@ -128,15 +285,29 @@ _PRIMARY_KEYS_SQL = """
     WHERE i.indisprimary AND n.nspname = %s
     GROUP BY c.relname
 """
+_GUARDS_SQL = """
+    SELECT c.relname, c.relrowsecurity,
+           coalesce(array_agg(t.tgname::text) FILTER (WHERE t.tgenabled <> 'D'), '{}')
+    FROM pg_catalog.pg_class c
+    JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+    LEFT JOIN pg_catalog.pg_trigger t ON t.tgrelid = c.oid AND NOT t.tgisinternal
+    WHERE n.nspname = %s AND c.relname = ANY(%s)
+    GROUP BY c.relname, c.relrowsecurity
+"""
 _VERSION_TABLE_SQL = """
     SELECT 1 FROM pg_catalog.pg_class c
     JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
     WHERE n.nspname = %s AND c.relname = 'schema_version'
 """
+# The version row whichever version wrote it: version 1 has no min_writer_version.
+VERSION_ROW_SQL: LiteralString = (
+    "SELECT s.version, coalesce((to_jsonb(s) ->> 'min_writer_version')::integer, 1) "
+    "FROM {}.schema_version s")
 
 
-def read_version(conn: psycopg.Connection[tuple[Any, ...]], schema: str) -> int:
-    """The version the database holds in ``schema``; ``0`` when there is none yet.
+def read_version(conn: psycopg.Connection[tuple[Any, ...]], schema: str) -> tuple[int, int]:
+    """(the version the database holds in ``schema``, the oldest writer it admits);
+    ``(0, 0)`` when there is none yet.
 
     Reads the catalog first, so a database without the schema answers ``0``
     whatever the role may see.
@@ -144,45 +315,51 @@ def read_version(conn: psycopg.Connection[tuple[Any, ...]], schema: str) -> int:
     from psycopg import sql
 
     if conn.execute(_VERSION_TABLE_SQL, (schema,)).fetchone() is None:
-        return 0
-    row = conn.execute(sql.SQL("SELECT version FROM {}.schema_version").format(
-        sql.Identifier(schema))).fetchone()
+        return 0, 0
+    row = conn.execute(sql.SQL(VERSION_ROW_SQL).format(sql.Identifier(schema))).fetchone()
     if row is None:
         raise PostgresDestinationError(
             "schema_altered", f"table {schema}.schema_version holds no version: it was "
             "altered by hand; restore it from a backup (see docs/postgres.md)")
-    return int(str(row[0]))
+    return int(str(row[0])), int(str(row[1]))
 
 
-def refuse_newer(version: int, schema: str, supported: int = SCHEMA_VERSION) -> None:
-    """Raise when ``version`` is newer than this package understands."""
-    if version > supported:
+def refuse_writer(version: int, min_writer: int, schema: str, writer: int) -> None:
+    """Raise when the schema admits no writer as old as ``writer`` (this package's
+    newest version); a newer schema that still admits it is written to."""
+    if min_writer > writer:
         raise PostgresDestinationError(
-            "schema_newer", f"the database's {schema} schema is version {version}, newer "
-            f"than version {supported}, the newest this hostcore-postgres understands; "
-            "upgrade hostcore-postgres on this machine (nothing was written)")
+            "schema_newer", f"the database's {schema} schema is version {version} and "
+            f"admits writers of version {min_writer} or newer; this hostcore-postgres "
+            f"writes as version {writer}, older: upgrade hostcore-postgres on this "
+            "machine (nothing was written)")
 
 
 def migrate(conn: psycopg.Connection[tuple[Any, ...]], schema: str,
             migrations: Mapping[int, tuple[LiteralString, ...]] = MIGRATIONS) -> tuple[int, int]:
     """Bring ``schema`` to the newest version of ``migrations``, in one transaction.
 
-    Returns (version found, version now). Raises :class:`PostgresDestinationError`
-    for a newer schema, or when this role may not create or alter it.
+    Returns (version found, version now). A schema already newer is left as it is
+    (found == now) if it admits this writer. Raises
+    :class:`PostgresDestinationError` when it does not, or when this role may not
+    create or alter it.
     """
     import psycopg
     from psycopg import sql
 
     target = max(migrations)
-    found = read_version(conn, schema)
-    refuse_newer(found, schema, target)
-    if found == target:
+    found, min_writer = read_version(conn, schema)
+    refuse_writer(found, min_writer, schema, target)
+    if found >= target:
         return found, found
     try:
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(schema),))
-            found = read_version(conn, schema)  # another host may have done it meanwhile
-            refuse_newer(found, schema, target)
+            # another host may have done it meanwhile
+            found, min_writer = read_version(conn, schema)
+            refuse_writer(found, min_writer, schema, target)
+            if found >= target:
+                return found, found
             names = {"schema": sql.Identifier(schema),
                      "instance": sql.Literal(uuid.uuid4().hex)}
             for version in range(found + 1, target + 1):
@@ -193,11 +370,15 @@ def migrate(conn: psycopg.Connection[tuple[Any, ...]], schema: str,
                 "DO UPDATE SET version = EXCLUDED.version, migrated_at = now()").format(
                     sql.Identifier(schema)), (target,))
     except psycopg.errors.InsufficientPrivilege:
-        what = "does not exist" if found == 0 else f"is at version {found}, older than {target}"
+        if found == 0:
+            raise PostgresDestinationError(
+                "schema_missing", f"the {schema} schema does not exist in this database and "
+                "this role may not create it; run `hostcore postgres migrate` once as the "
+                "database owner (see docs/postgres.md)") from None
         raise PostgresDestinationError(
-            "schema_missing", f"the {schema} schema {what} in this database and this role may "
-            "not create or migrate it; run `hostcore export` once as the database owner "
-            "(see docs/postgres.md)") from None
+            "permission", f"the {schema} schema is at version {found}, older than {target}, "
+            "and this role may not migrate it; run `hostcore postgres migrate` as the "
+            "database owner (see docs/fleet.md)") from None
     except psycopg.Error as exc:
         if conn.broken:
             raise  # the connection, not the migration: reported as a lost connection
@@ -208,12 +389,15 @@ def migrate(conn: psycopg.Connection[tuple[Any, ...]], schema: str,
     return found, target
 
 
-def check_tables(conn: psycopg.Connection[tuple[Any, ...]], schema: str) -> None:
-    """Raise ``schema_altered`` unless every table has its columns, types and keys."""
+def check_tables(conn: psycopg.Connection[tuple[Any, ...]], schema: str, version: int) -> None:
+    """Raise ``schema_altered`` unless every table of ``version`` has its columns, types
+    and keys, and (from version 2) its guards are in force."""
+    expected_tables = columns(version)
     found: dict[str, dict[str, tuple[str, bool]]] = {}
-    for table, column, type_, required in conn.execute(_COLUMNS_SQL, (schema, list(COLUMNS))):
+    for table, column, type_, required in conn.execute(
+            _COLUMNS_SQL, (schema, list(expected_tables))):
         found.setdefault(str(table), {})[str(column)] = (str(type_), bool(required))
-    for table, expected in COLUMNS.items():
+    for table, expected in expected_tables.items():
         held = found.get(table)
         if held is None:
             _altered(schema, table, "is missing")
@@ -229,8 +413,25 @@ def check_tables(conn: psycopg.Connection[tuple[Any, ...]], schema: str) -> None
     keys: dict[str, set[str]] = {
         str(t): set(k) for t, k in conn.execute(_PRIMARY_KEYS_SQL, (schema,))}
     for table, key in PRIMARY_KEYS.items():
-        if not set(key) <= keys.get(table, set()):
+        if table in expected_tables and not set(key) <= keys.get(table, set()):
             _altered(schema, table, f"lacks its primary key ({', '.join(key)})")
+    if version >= 2:
+        _check_guards(conn, schema)
+
+
+def _check_guards(conn: psycopg.Connection[tuple[Any, ...]], schema: str) -> None:
+    guards = {str(t): (bool(rls), set(names)) for t, rls, names in conn.execute(
+        _GUARDS_SQL, (schema, list(GUARD_TRIGGERS)))}
+    for table, triggers in GUARD_TRIGGERS.items():
+        rls, enabled = guards.get(table, (False, set()))
+        for trigger in triggers:
+            if trigger not in enabled:
+                _altered(schema, table, f"has its trigger {trigger} dropped or disabled, so "
+                                        "the database no longer keeps each machine's rows "
+                                        "its own")
+        if table == "refs" and not rls:
+            _altered(schema, table, "has row-level security disabled, so the database no "
+                                    "longer keeps each machine's refs its own")
 
 
 def _altered(schema: str, table: str, what: str) -> NoReturn:

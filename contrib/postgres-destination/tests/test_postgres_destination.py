@@ -131,9 +131,13 @@ def test_a_replaced_database_is_noticed_by_its_identity(destination, pg):
 
 def test_a_restored_older_database_is_noticed_by_its_position(destination, pg):
     destination.push(batch(1, 2, 3))
-    # A restore from a backup taken at position 1: same identity, older position.
+    # A restore from a backup taken at position 1: same identity, older position. A
+    # restore replaces the tables whole; no UPDATE may move a position back, so the
+    # owner's guard is set aside for this one statement, as a restore sets it aside.
     pg.query("DELETE FROM hostcore.rows WHERE position > 1")
-    pg.query("UPDATE hostcore.refs SET position = 1")
+    pg.query("ALTER TABLE hostcore.refs DISABLE TRIGGER refs_guard; "
+             "UPDATE hostcore.refs SET position = 1; "
+             "ALTER TABLE hostcore.refs ENABLE TRIGGER refs_guard")
     with pytest.raises(DestinationChanged) as raised:
         destination.push(batch(4, destination=destination.instance(), after=3))
     assert (raised.value.after, raised.value.held) == (3, 1)

@@ -62,56 +62,79 @@ def test_reading_creates_nothing_and_the_first_push_creates_the_schema(pg, make)
     destination.push(batch(1))
     assert version(pg) == SCHEMA_VERSION
     assert pg.query("SELECT count(*) FROM hostcore.destination") == [(1,)]
-    assert ("postgres_destination.migrated", {"from_version": 0, "to_version": 1}) in events.seen
+    assert ("postgres_destination.migrated",
+            {"from_version": 0, "to_version": SCHEMA_VERSION}) in events.seen
 
 
-def test_an_older_schema_is_migrated_in_one_transaction_keeping_every_row(pg, make):
+NEWER = {**MIGRATIONS, SCHEMA_VERSION + 1: (
+    "ALTER TABLE {schema}.rows ADD COLUMN note text",
+    "CREATE INDEX rows_note ON {schema}.rows (note)")}
+
+
+def test_a_push_never_migrates_an_existing_schema_and_migrate_does_keeping_every_row(
+        pg, make):
     make().push(batch(1, 2))
-    newer = {**MIGRATIONS, 2: ("ALTER TABLE {schema}.rows ADD COLUMN note text",
-                               "CREATE INDEX rows_note ON {schema}.rows (note)")}
     events = Events()
-    upgraded = make(migrations=newer, emit=events)
-    assert upgraded.push(batch(3)).content == 3
-    assert version(pg) == 2 and "note" in columns(pg, "rows")
-    assert pg.held(ORIGIN) == [1, 2, 3]
-    assert ("postgres_destination.migrated", {"from_version": 1, "to_version": 2}) in events.seen
+    upgraded = make(migrations=NEWER, emit=events)
+    assert upgraded.push(batch(3)).content == 3, "the older schema is written as it is"
+    assert version(pg) == SCHEMA_VERSION and "note" not in columns(pg, "rows")
+    assert upgraded.migrate() == (SCHEMA_VERSION, SCHEMA_VERSION + 1)
+    assert version(pg) == SCHEMA_VERSION + 1 and "note" in columns(pg, "rows")
+    assert upgraded.migrate() == (SCHEMA_VERSION + 1, SCHEMA_VERSION + 1), "once only"
+    assert upgraded.push(batch(4)).content == 4
+    assert pg.held(ORIGIN) == [1, 2, 3, 4]
+    assert events.seen.count(("postgres_destination.migrated", {
+        "from_version": SCHEMA_VERSION, "to_version": SCHEMA_VERSION + 1})) == 1
 
 
 def test_a_failed_migration_leaves_the_previous_version_whole(pg, make):
     make().push(batch(1))
-    broken = {**MIGRATIONS, 2: ("ALTER TABLE {schema}.rows ADD COLUMN note text",
-                                "SELECT no_such_function()")}
+    broken = {**MIGRATIONS, SCHEMA_VERSION + 1: (
+        "ALTER TABLE {schema}.rows ADD COLUMN note text", "SELECT no_such_function()")}
     with pytest.raises(PostgresDestinationError) as raised:
-        make(migrations=broken).push(batch(2))
+        make(migrations=broken).migrate()
     assert raised.value.kind == "migration_failed"
-    assert "from version 1 to 2 failed" in str(raised.value)
-    assert "stays at version 1" in str(raised.value)
-    assert version(pg) == 1 and "note" not in columns(pg, "rows")
+    assert f"from version {SCHEMA_VERSION} to {SCHEMA_VERSION + 1} failed" in str(raised.value)
+    assert f"stays at version {SCHEMA_VERSION}" in str(raised.value)
+    assert version(pg) == SCHEMA_VERSION and "note" not in columns(pg, "rows")
     assert pg.held(ORIGIN) == [1]
     assert make().push(batch(2)).content == 2, "the old version still works"
 
 
-def test_a_newer_schema_is_refused_naming_both_versions_and_nothing_is_written(pg, make):
+def test_a_newer_additive_schema_is_written_by_an_older_writer(pg, make):
+    make(migrations=NEWER).push(batch(1))
+    assert version(pg) == SCHEMA_VERSION + 1
+    older = make()
+    assert older.published("main", ORIGIN).content == 1
+    assert older.push(batch(2)).content == 2
+    assert pg.held(ORIGIN) == [1, 2]
+
+
+def test_a_schema_admitting_only_newer_writers_refuses_an_older_one_by_name(pg, make):
     make().push(batch(1))
-    pg.query("UPDATE hostcore.schema_version SET version = 3")
+    pg.query("UPDATE hostcore.schema_version SET version = 7, min_writer_version = 7")
     events = Events()
     older = make(emit=events)
     for attempt in (lambda: older.published("main", ORIGIN), lambda: older.push(batch(2))):
         with pytest.raises(PostgresDestinationError) as raised:
             attempt()
         assert raised.value.kind == "schema_newer"
-        assert "version 3, newer than version 1" in str(raised.value)
+        assert (f"schema is version 7 and admits writers of version 7 or newer; this "
+                f"hostcore-postgres writes as version {SCHEMA_VERSION}") in str(raised.value)
     assert pg.held(ORIGIN) == [1]
     assert ("postgres_destination.failed", {"kind": "schema_newer"}) in events.seen
 
 
-def test_a_schema_migrated_by_a_newer_host_mid_run_stops_the_older_one(pg, make):
+def test_a_migration_raising_min_writer_version_mid_run_stops_the_older_writer(pg, make):
     older = make()
     older.push(batch(1))
-    pg.query("UPDATE hostcore.schema_version SET version = 2")
-    with pytest.raises(PostgresDestinationError, match="newer than version 1"):
+    strict = {**MIGRATIONS, SCHEMA_VERSION + 1: (
+        "UPDATE {schema}.schema_version SET min_writer_version = %d" % (SCHEMA_VERSION + 1),)}
+    make(migrations=strict).migrate()
+    with pytest.raises(PostgresDestinationError, match="admits writers of version"):
         older.push(batch(2))
     assert pg.held(ORIGIN) == [1]
+    assert make(migrations=strict).push(batch(2)).content == 2
 
 
 def test_hosts_starting_together_on_an_empty_database_create_it_once(pg, make):

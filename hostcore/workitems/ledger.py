@@ -303,8 +303,8 @@ class Ledger:
     def status(self) -> dict[str, int]:
         """Counts for ``hostcore status``: records, ended, tracked, ledger-only,
         malformed, archived (records and ended include the archived ones; a live
-        file and its archived copy count once). Index queries and the archive's
-        kept count: no record is read. An archive that cannot be read is counted
+        file and its archived copy count once). Index queries, the archive's kept
+        count and its few pending refs: no record is read. An archive that cannot be read is counted
         as ``archive_unreadable: 1`` and its records left out."""
 
         def counts(db: sqlite3.Connection) -> dict[str, int]:
@@ -335,12 +335,13 @@ class Ledger:
         or before ``ended_before`` into the archive, oldest first, at most ``limit``.
 
         Crash-safe in two steps under the ledger lock: one durable commit of the
-        records' exact bytes into the archive, then each live file is unlinked if
-        it is still the version copied, and the folder fsynced. Killed after the
-        commit, a file and its copy both exist with the same bytes: the live one
-        wins every read, counts take it once, and the next pass unlinks it. A
-        record that changed since it was indexed, or that no longer reads as
-        ended, is skipped (counted) and left live.
+        records' exact bytes into the archive, their refs listed pending, then each
+        live file is unlinked if it is still the version copied, the folder
+        fsynced, and the refs settled. Killed after the commit, a file and its copy
+        both exist with the same bytes: the live one wins every read, counts take
+        it once, and the next pass first finishes what is pending. A record that
+        changed since it was indexed, or that no longer reads as ended, is skipped
+        (counted) and left live.
         """
         if self.read_only:
             raise RecordError(f"{self.directory}: ledger opened read-only")

@@ -136,8 +136,10 @@ class HeartbeatRegistry:
 
     def ensure(self) -> HeartbeatRegistry:
         """Create the registry's folders (owner-only) where missing."""
-        for folder in (*self.cache_dirs.values(), self.generations_dir, self.locks_dir,
-                       self.audit_dir):
+        # The root first, so it is owner-only too whatever the umask: a sweep refuses
+        # a world-writable one (see anchor.py).
+        for folder in (self.root, *self.cache_dirs.values(), self.generations_dir,
+                       self.locks_dir, self.audit_dir):
             folder.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
         self._ensured = True
         return self

@@ -353,8 +353,8 @@ class StaleSweep:
     def _read_record(self, kind: str, name: str, type_: type[_T]) -> _T | None:
         """A record of the held folder ``kind``, read up to its cap; ``None`` if absent.
 
-        Raises :class:`OversizedRecordError`, ``RecordError`` (malformed, or a symlink:
-        ``OSError`` for the latter) and ``OSError``.
+        Raises :class:`OversizedRecordError` over the cap, ``RecordError`` when it is
+        malformed, ``OSError`` when the system refuses (``ELOOP`` for a symlink).
         """
         folder_fd = self._folder(kind)
         if folder_fd is None:

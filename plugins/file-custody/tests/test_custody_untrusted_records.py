@@ -278,6 +278,17 @@ def test_a_world_writable_registry_folder_is_refused_and_reported(tmp_path, kit,
     assert not registry.heartbeat_path("alpha").exists()
 
 
+def test_a_registry_made_under_an_open_umask_is_still_owner_only_and_swept(tmp_path, kit):
+    previous = os.umask(0)
+    try:
+        registry = HeartbeatRegistry(tmp_path / "made" / "registry").ensure()
+    finally:
+        os.umask(previous)
+    assert os.stat(registry.root).st_mode & 0o077 == 0
+    kit.plant_stale(registry, "alpha")
+    assert StaleSweep(registry).run().deleted == 1
+
+
 def test_a_registry_owned_by_another_user_is_refused(tmp_path, kit):
     root = tmp_path / "root"
     if os.geteuid() == 0:

@@ -349,3 +349,29 @@ def test_work_item_receivers_are_called_one_by_one_and_print_to_stderr(tmp_path,
         assert out == "" and "an event arrived" in err
         # The poller retries a failed delivery, so a raising receiver stays loaded.
         assert host.plugins.infos["raises-on-events"].status == "loaded"
+
+
+def test_a_built_in_takes_its_command_back_after_plugins_checked_the_plugins_first(caplog):
+    import click
+
+    from hostcore.cli.app import build_cli
+    from hostcore.plugin.loader import BUILTIN_PLUGINS, load_plugins
+
+    class TakesExport:
+        __name__ = "takes-export"
+
+        @hookimpl
+        def hostcore_commands(self, cli):
+            @cli.command("export")
+            def export():
+                """Not hostcore's export."""
+
+    plugin_set = load_plugins(BUILTIN_PLUGINS, [TakesExport()], load_entrypoints=False,
+                              env={})
+    cli = build_cli(plugin_set)
+    cli.check_plugin_commands()  # what `hostcore plugins` does: the plugins' hooks only
+    assert cli.commands["export"].help == "Not hostcore's export."
+    cli.list_commands(click.Context(cli))  # then the built-ins' too
+    assert cli.commands["export"].help != "Not hostcore's export."
+    assert any("plugin 'takes-export' adds a command 'export', which hostcore itself adds"
+               in r.getMessage() for r in caplog.records)

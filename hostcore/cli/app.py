@@ -62,11 +62,12 @@ class RootGroup(click.Group):
         if name is not None and name in self.commands:
             holder = self._owners.get(name, HOST)
             if self._adding not in self._builtins or holder in self._builtins:
+                who = "hostcore itself" if holder in self._builtins else f"plugin {holder!r}"
                 log.warning("plugin %r adds a command %r, which %s already adds; the "
-                            "plugin's is refused", self._adding, name, _who(holder))
+                            "plugin's is refused", self._adding, name, who)
                 return
-            # Only after `plugins` checked the plugins' hooks, built-ins' still unread:
-            # the built-in keeps its name all the same.
+            # A plugin took a built-in's name while `plugins` called the plugins' hooks
+            # ahead of the built-ins': the built-in takes it back.
             log.warning("plugin %r adds a command %r, which hostcore itself adds; the "
                         "plugin's is refused", holder, name)
         super().add_command(cmd, name)
@@ -114,10 +115,6 @@ class RootGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         self._attach_plugin_commands()
         return super().list_commands(ctx)
-
-
-def _who(owner: str) -> str:
-    return "hostcore itself" if owner == HOST else f"plugin {owner!r}"
 
 
 def build_cli(plugin_set: PluginSet) -> click.Group:

@@ -140,6 +140,25 @@ def supervise(name: str, body: Callable[[], object], *,
     grace = STOP_GRACE_SECONDS if grace is None else grace
     thread = _StepThread(name, body, lock)
     thread.start()
+    try:
+        why = _watch(thread, deadline, stop, grace)
+    except BaseException:
+        # A KeyboardInterrupt in an embedder's main thread, say: the step goes on
+        # without a watcher, so later ticks must know it may hold the lock.
+        if thread.give_up():
+            _ABANDONED.append((scope, thread))
+        raise
+    if why is None:
+        return Supervised("returned", result=thread.result, error=thread.error)
+    if not thread.give_up():
+        return Supervised("never_started")
+    _ABANDONED.append((scope, thread))
+    return Supervised("abandoned", error=StepAbandoned(
+        f"abandoned, {why}; its code is left running on its thread"))
+
+
+def _watch(thread: _StepThread, deadline: float, stop: Any, grace: float) -> str | None:
+    """Wait for ``thread``; ``None`` once it finished, else why to give up on it."""
     stop_seen: float | None = None
     while not thread.finished.wait(WATCH_SECONDS):
         now = time.monotonic()
@@ -147,17 +166,10 @@ def supervise(name: str, body: Callable[[], object], *,
             stop_seen = now
         since = thread.running_since()
         if stop_seen is not None and now - stop_seen >= grace:
-            why = f"still running {grace:g} s after the stop request"
-        elif since is not None and now - since >= deadline:
-            why = f"still running past its deadline of {deadline:g} s"
-        else:
-            continue
-        if not thread.give_up():
-            return Supervised("never_started")
-        _ABANDONED.append((scope, thread))
-        return Supervised("abandoned", error=StepAbandoned(
-            f"abandoned, {why}; its code is left running on its thread"))
-    return Supervised("returned", result=thread.result, error=thread.error)
+            return f"still running {grace:g} s after the stop request"
+        if since is not None and now - since >= deadline:
+            return f"still running past its deadline of {deadline:g} s"
+    return None
 
 
 def abandoned(scope: Hashable) -> list[str]:

@@ -10,7 +10,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -155,6 +154,32 @@ def test_a_step_ignoring_a_stop_request_is_abandoned_after_the_grace(
     (deaf,) = [s for s in report.steps if s.name == "deaf"]
     assert deaf.abandoned
     assert deaf.error is not None and "still running 0.3 s after the stop request" in deaf.error
+
+
+class InterruptedWatch:
+    """A stop request whose check raises once the step runs, as Ctrl-C in an
+    embedder's main thread does (no signal handler there) while it watches a step."""
+
+    def __init__(self, marks: Marks) -> None:
+        self.marks = marks
+
+    def is_set(self) -> bool:
+        if self.marks.ran:
+            raise KeyboardInterrupt
+        return False
+
+
+def test_an_interrupt_while_watching_a_step_leaves_it_known_as_abandoned(
+        make_host, release):
+    marks = Marks()
+    host = make_host(plugin_with(Blocked("watched", release, marks)))
+    host.stop = InterruptedWatch(marks)
+    with pytest.raises(KeyboardInterrupt):
+        host.tick()
+    host.stop = threading.Event()
+    # Still running unwatched, maybe holding the lock: the next tick says so.
+    with pytest.raises(StepAbandoned, match="step 'watched' was abandoned"):
+        host.tick()
 
 
 def test_a_step_stopped_while_it_waits_for_the_lock_never_runs(make_host, monkeypatch):

@@ -134,7 +134,6 @@ BACKOFF_BASE_CYCLES = 1
 RELOCATE_HOLD_CYCLES = LEDGER_RECHECK_EVERY_CYCLES
 
 ClosureSet = Literal["tracked", "ledger_only"]
-Answer = Literal["ended", "open", "failed"]
 Verdict = Literal["ask", "paused", "unowned"]
 Dispatch = Callable[[WorkItemEvent], int]
 # A scope whose absences prove something: "" for a complete listing, else the change
@@ -794,7 +793,7 @@ class Poller:
 
     def _ask_closure(self, provider: Any, ref: str, which: ClosureSet, moment: datetime,
                      horizon: str, proof: Proof, summary: PollSummary,
-                     previous: Backoff | None) -> Answer:
+                     previous: Backoff | None) -> None:
         """Ask whether ``ref`` ended; on a closure (or a move) run the close path.
 
         "Still open" drops the record's backoff; a ledger-only record is also dated
@@ -814,33 +813,32 @@ class Poller:
                 proof.pop(exc.scope, None)
             self._failed(ref, which, moment, horizon, summary, previous, f"{ref}: {exc}",
                          gone=exc.gone, final=exc.final)
-            return "failed"
+            return
         except Exception as exc:
             log.debug("provider %r closure(%s) raised", provider.name, ref, exc_info=True)
             self._failed(ref, which, moment, horizon, summary, previous,
                          f"{ref}: {type(exc).__name__}: {exc}")
-            return "failed"
+            return
         if closure.ended and closure.state == "moved":
             target = self._target(ref, closure.moved_to)
             if target is None:  # a move to nowhere proves nothing: no stamp on doubt
                 self._failed(ref, which, moment, horizon, summary, previous,
                              f"{ref}: answered moved without a new ref")
-                return "failed"
+                return
             if self._move(provider, ref, msgspec.structs.replace(closure, moved_to=target),
                           now, summary):
                 self.emit("poll.closure_detected", set=which, state="moved")
-            return "ended"
+            return
         if closure.ended:
             if self._close(provider, ref, closure, now):
                 self.emit("poll.closure_detected", set=which, state=closure.state)
                 summary.closures += 1
             self.state.forget(ref)
-            return "ended"
+            return
         if which == "ledger_only":
             self.ledger.update(ref, lambda record: _dated(record, now, horizon, None))
         elif previous is not None:
             self.ledger.update(ref, lambda record: with_backoff(record, None))
-        return "open"
 
     def _failed(self, ref: str, which: ClosureSet, moment: datetime, horizon: str,
                 summary: PollSummary, previous: Backoff | None, message: str, *,

@@ -42,6 +42,7 @@ from hostcore_file_custody.support import fcntl, require_custody
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 LOCK_FILE_MODE = 0o600
 # Pause between attempts while waiting for a briefly held lock (seconds).
 LOCK_RETRY_PAUSE_SECONDS = 0.01
@@ -127,7 +128,8 @@ class _LockFileMoved(Exception):
 
 def _open_lock_file(path: Path, *, create: bool) -> LockFile:
     require_custody()
-    flags = os.O_RDWR | _NOFOLLOW | _CLOEXEC | (os.O_CREAT if create else 0)
+    # Non-blocking too: a FIFO swapped in after a probe's lstat must not hang the open.
+    flags = os.O_RDWR | _NOFOLLOW | _CLOEXEC | _NONBLOCK | (os.O_CREAT if create else 0)
     try:
         with _GUARD:
             handle = LockFile(os.open(path, flags, LOCK_FILE_MODE), path)
@@ -243,10 +245,15 @@ def probe_lock(path: Path) -> Literal["free", "held"] | None:
     """Whether the lock of ``path`` is free or held, without keeping it.
 
     ``None`` when the file is absent or cannot be probed: no evidence either way.
+    The path comes from a record (an owner's lifetime lock), so it is untrusted:
+    anything but a regular file is never opened, since opening a device or a
+    FIFO for writing can act on it (arm a watchdog, release a waiting reader).
     """
     try:
+        if not stat.S_ISREG(os.stat(path, follow_symlinks=False).st_mode):
+            return None
         handle = _open_lock_file(path, create=False)
-    except (FileNotFoundError, CustodyRefused):
+    except (OSError, CustodyRefused):
         return None
     try:
         return "free" if try_flock(handle.fd) else "held"

@@ -152,6 +152,33 @@ def test_a_manifest_whose_source_name_is_a_path_is_kept_and_nothing_is_written_o
     assert status["counts"]["protected_folders"] == 1
 
 
+def test_an_owner_lock_path_naming_a_fifo_is_never_opened(registry, kit, tmp_path):
+    fifo = tmp_path / "not-a-lock"
+    os.mkfifo(fifo)
+    # A reader blocks in open() until someone opens the FIFO for writing.
+    reader = subprocess.Popen([sys.executable, "-c",
+                               "import os, sys; os.open(sys.argv[1], os.O_RDONLY); print('opened')",
+                               str(fifo)], stdout=subprocess.PIPE, text=True)
+    try:
+        kit.plant_stale(registry, "alpha")
+        heartbeat = registry.read_heartbeat("alpha")
+        assert heartbeat is not None
+        # A PID that proves nothing (no start time), and a "lock" that is a FIFO.
+        owner = msgspec.structs.replace(heartbeat.owner, pid=os.getppid(), start_ticks=None,
+                                        lock=str(fifo))
+        registry.write_heartbeat(msgspec.structs.replace(heartbeat, owner=owner))
+        kit.age(registry.heartbeat_path("alpha"))
+
+        report = StaleSweep(registry).run()
+
+        assert report.kept_uncertain == 1 and registry.heartbeat_path("alpha").exists()
+        time.sleep(0.5)
+        assert reader.poll() is None, "the sweep opened the FIFO named as an owner's lock"
+    finally:
+        reader.kill()
+        reader.wait(timeout=30)
+
+
 # -- size caps -------------------------------------------------------------------------
 
 

@@ -165,3 +165,17 @@ def test_an_empty_hostcore_root_is_refused_naming_the_variable(tmp_path):
     line = one_line(done)
     assert "$HOSTCORE_ROOT is set but empty" in line
     assert list(home.iterdir()) == []
+
+
+@pytest.mark.parametrize("given", ["", "  "])
+def test_an_empty_root_option_is_refused_not_read_as_the_working_folder(tmp_path, given):
+    work = tmp_path / "work"
+    work.mkdir()
+    done = subprocess.run([sys.executable, "-m", "hostcore", "--root", given, "run", "--once"],
+                          capture_output=True, text=True, timeout=120, cwd=work,
+                          stdin=subprocess.DEVNULL, check=False,
+                          env={**os.environ, "HOSTCORE_LOAD_PLUGINS": ""})
+    assert done.returncode == 2, done.stderr
+    assert "Invalid value for '--root'" in done.stderr and "is empty" in done.stderr
+    # Read as Path(""), the root would have been the folder the command ran in.
+    assert list(work.iterdir()) == []

@@ -117,13 +117,22 @@ class RootGroup(click.Group):
         return super().list_commands(ctx)
 
 
+def _root_option(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
+    # click would turn "" into Path("."): a script whose variable came out empty would
+    # keep its state in whatever folder it ran from.
+    if value is not None and not value.strip():
+        raise click.BadParameter("is empty; give a folder, or leave it out to use the "
+                                 "default root", ctx=ctx, param=param)
+    return None if value is None else Path(value)
+
+
 def build_cli(plugin_set: PluginSet) -> click.Group:
     """The root command group, with built-in and plugin subcommands attached."""
 
     @click.group(cls=RootGroup, context_settings={"help_option_names": ["-h", "--help"]})
     @click.version_option(__version__, prog_name="hostcore", message="%(prog)s %(version)s")
-    @click.option("--root", type=click.Path(path_type=Path),
-                  envvar="HOSTCORE_ROOT", show_envvar=True,
+    @click.option("--root", type=click.Path(path_type=str),
+                  envvar="HOSTCORE_ROOT", show_envvar=True, callback=_root_option,
                   help="State root folder (default: the platform's user data dir).")
     @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
                   help="TOML config file (default: <root>/hostcore.toml if present).")

@@ -133,11 +133,13 @@ MIGRATIONS: Mapping[int, tuple[LiteralString, ...]] = {
                    ON CONFLICT (origin) DO NOTHING;
                RETURN (SELECT o.role FROM {schema}.origins o WHERE o.origin = claimed);
            END $$""",
+        # VOLATILE, not STABLE: a stable function reads the snapshot its statement
+        # started with, which does not hold the claim that statement's trigger made.
         """CREATE FUNCTION {schema}.origin_role(claimed text) RETURNS name
-               LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS
+               LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS
            $$ SELECT o.role FROM {schema}.origins o WHERE o.origin = claimed $$""",
         """CREATE FUNCTION {schema}.owns(claimed text) RETURNS boolean
-               LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS
+               LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS
            $$ SELECT EXISTS (SELECT FROM {schema}.origins o
                              WHERE o.origin = claimed AND o.role = session_user) $$""",
         "REVOKE ALL ON FUNCTION {schema}.claim_origin(text) FROM PUBLIC",

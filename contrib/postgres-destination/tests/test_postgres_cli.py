@@ -14,6 +14,7 @@ from pathlib import Path
 
 import hostcore_postgres.plugin as postgres_plugin
 import pytest
+from hostcore_postgres.schema import SCHEMA_VERSION
 
 from hostcore.host import Host
 
@@ -106,7 +107,7 @@ def missing_database(pg, tmp_path):
 
 
 def newer_schema(pg, tmp_path):
-    pg.query("UPDATE hostcore.schema_version SET version = 7")
+    pg.query("UPDATE hostcore.schema_version SET version = 7, min_writer_version = 7")
     return {"dsn": pg.dsn}, None
 
 
@@ -124,7 +125,8 @@ BAD_INPUT = {
     "unreachable": (unreachable, "cannot connect to the server"),
     "wrong_credentials": (wrong_credentials, "refused the login"),
     "missing_database": (missing_database, "no such database"),
-    "newer_schema": (newer_schema, "schema is version 7, newer than version 1"),
+    "newer_schema": (newer_schema, "schema is version 7 and admits writers of version 7 or "
+                                   "newer"),
     "altered_table": (altered_table, "table hostcore.rows has no column git_remote"),
     "altered_key": (altered_key, "table hostcore.rows lacks its primary key"),
 }
@@ -171,7 +173,8 @@ def test_bad_input_is_one_line_exit_1_and_the_next_run_resumes(pg, tmp_path, cli
 
 def _fix(pg, case: str) -> None:
     if case == "newer_schema":
-        pg.query("UPDATE hostcore.schema_version SET version = 1")
+        pg.query("UPDATE hostcore.schema_version SET version = %s, min_writer_version = 1",
+                 (SCHEMA_VERSION,))
     elif case == "altered_table":
         pg.query("ALTER TABLE hostcore.rows ADD COLUMN git_remote text NOT NULL DEFAULT ''")
     elif case == "altered_key":

@@ -138,7 +138,10 @@ def hostcore_workers(host: Host) -> Worker | Iterable[Worker] | None:
     work is ready now, so the next tick comes at the backlog cadence instead of a
     full interval. Workers run in ascending ``order`` (an optional int attribute,
     default 100), each as its own step: an exception fails that step only and is
-    reported with the worker's name. A step that fails after part of its work
+    reported with the worker's name. Each step runs on a thread of its own: one still
+    running past the worker's ``deadline_seconds`` (an optional positive number,
+    default 600), or 5 s after a stop request (``host.stop``), is abandoned and fails,
+    and so does one that calls ``sys.exit()``. A step that fails after part of its work
     raises ``hostcore.plugin.StepFailed(counts) from error`` (since 0.2.3), so the
     tick reports ``error`` with what the step did. A worker must be resumable: it may be
     killed at any point and run again.

@@ -45,8 +45,9 @@ def poll_command(host: Host, once: bool, as_json: bool) -> None:
 
     Keys of --json (one object per provider): provider, available, configured,
     listing, scopes, unlisted, listed, new, changed, commented, tracked_checks,
-    ledger_checks, closures, moved, paused, future_stamps, failing, deferred, gone,
-    held, capped, unresolved, budget_spent, ledger_error, errors, duration_ms.
+    ledger_checks, closures, moved, paused, future_stamps, tracked_stopped_at, failing,
+    deferred, gone, held, capped, unresolved, budget_spent, ledger_error, errors,
+    duration_ms.
     """
     stop = stop_on_signals()
     if once:

@@ -134,6 +134,9 @@ BACKOFF_BASE_CYCLES = 1
 RELOCATE_HOLD_CYCLES = LEDGER_RECHECK_EVERY_CYCLES
 
 ClosureSet = Literal["tracked", "ledger_only"]
+# A tracked record to ask: (its question is failing, when its backoff came, its index
+# entry, its backoff).
+_Due = tuple[bool, str, IndexEntry, Backoff | None]
 Verdict = Literal["ask", "paused", "unowned"]
 Dispatch = Callable[[WorkItemEvent], int]
 # A scope whose absences prove something: "" for a complete listing, else the change
@@ -160,6 +163,7 @@ class PollSummary(msgspec.Struct, kw_only=True):
     moved: int = 0
     paused: int = 0
     future_stamps: int = 0
+    tracked_stopped_at: str = ""
     failing: int = 0
     deferred: int = 0
     gone: int = 0
@@ -668,7 +672,7 @@ class Poller:
         # Healthy records first, then those whose question failed before and whose
         # backoff has come (soonest first): one that never answers cannot be first
         # every cycle and spend the time or the scope's proof of the others.
-        due: list[tuple[bool, str, IndexEntry, Backoff | None]] = []
+        due: list[_Due] = []
         for entry in tracked:
             if entry.ref in open_refs:
                 continue
@@ -689,7 +693,7 @@ class Poller:
             failing = backoff.standing(previous)
             due.append((failing, previous.next_ask_at if previous and failing else "",
                         entry, previous))
-        for _, _, entry, previous in sorted(due, key=lambda d: (d[0], d[1], d[2].ref)):
+        for _, _, entry, previous in self._resumed(provider, due):
             if self._verdict(provider, entry, proof) != "ask":
                 summary.paused += 1  # an answer degraded its scope since
                 continue
@@ -697,6 +701,7 @@ class Poller:
                 summary.budget_spent = True
                 break
             summary.tracked_checks += 1
+            summary.tracked_stopped_at = entry.ref
             try:
                 self._ask_closure(provider, entry.ref, "tracked", moment, horizon, proof,
                                   summary, previous)
@@ -735,6 +740,20 @@ class Poller:
                                   summary, previous)
             except RecordError as exc:  # the record went bad under us: nothing written
                 summary.errors.append(str(exc))
+
+    def _resumed(self, provider: Any, due: list[_Due]) -> list[_Due]:
+        """``due`` in asking order: healthy records by ref, starting after the last
+        one asked when the last cycle's budget ran out (so a budget too small for the
+        set still reaches all of it, cycle after cycle), then the failing ones,
+        soonest backoff first. The place is read from the last cycle's summary: a
+        lost one only starts the round again."""
+        ordered = sorted(due, key=lambda d: (d[0], d[1], d[2].ref))
+        last = next((s for s in self.last_cycle() if s.provider == provider.name), None)
+        if last is None or not last.budget_spent or not last.tracked_stopped_at:
+            return ordered
+        healthy = [d for d in ordered if not d[0]]
+        cut = sum(1 for d in healthy if d[2].ref <= last.tracked_stopped_at)
+        return healthy[cut:] + healthy[:cut] + [d for d in ordered if d[0]]
 
     def _ledger_candidates(self, open_refs: set[str], tracked: set[str], cutoff: str,
                            horizon: str) -> Iterable[IndexEntry]:

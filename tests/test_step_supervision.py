@@ -350,11 +350,16 @@ def hostcore_with(tmp_path, fake_site):
 
 def test_run_once_abandons_a_step_past_its_deadline_and_exits_1_naming_it(hostcore_with):
     started = time.monotonic()
-    done = hostcore_with("slow", "run", "--once")
+    done = hostcore_with("slow", "run", "--once", "--json")
     assert done.returncode == 1, done.stderr
     assert time.monotonic() - started < 30, "not the step's 600 s"
-    assert ("step 'slow' failed: StepAbandoned: abandoned, still running past its deadline "
-            "of 0.5 s") in done.stderr
+    assert "stopped with step 'slow' abandoned" in done.stderr
+    # The tick's report was written out before the process ended.
+    (tick,) = [json.loads(line) for line in done.stdout.splitlines()]
+    (slow,) = [s for s in tick["steps"] if s["name"] == "slow"]
+    assert slow["abandoned"] and not slow["ok"] and not tick["ok"]
+    assert slow["error"].startswith("StepAbandoned: abandoned, still running past its "
+                                    "deadline of 0.5 s")
     again = hostcore_with("quitter", "run", "--once")  # the lock was let go
     assert "held by" not in again.stderr
 

@@ -111,7 +111,7 @@ def run_command(host: Host, once: bool, as_json: bool) -> None:
                 pass  # fail fast, before any step, when another run holds the root
             reports = drain(host, settings.drain_seconds, stop, on_tick=show)
             if reports[-1].abandoned:
-                _exit_abandoned(host)
+                _exit_abandoned(host, reports[-1])
             if reports[-1].pending:
                 click.echo("hostcore: work is still pending; the next run goes on with it",
                            err=True)
@@ -121,22 +121,24 @@ def run_command(host: Host, once: bool, as_json: bool) -> None:
         click.echo(f"hostcore: running on {host.root} (Ctrl-C to stop)", err=True)
         report = host.run(stop, on_tick=show)
         if report is not None and report.abandoned:
-            _exit_abandoned(host)
+            _exit_abandoned(host, report)
         click.echo("hostcore: stopped", err=True)
         if report is not None and not report.ok:
             raise SystemExit(1)
 
 
-def _exit_abandoned(host: Host) -> NoReturn:
-    """Close the host, within :data:`CLOSE_GRACE_SECONDS`, and end the process with 1.
+def _exit_abandoned(host: Host, report: TickReport) -> NoReturn:
+    """Say which steps of ``report`` were abandoned, close the host (within
+    :data:`CLOSE_GRACE_SECONDS`) and end the process with 1.
 
     The abandoned step's code still runs, holding the step lock: only the end of
     the process stops it and drops the lock together (see :mod:`hostcore.steps`).
     ``os._exit``, because interpreter shutdown would wait for the threads that
     code started, or trip over a stream it holds.
     """
-    click.echo("hostcore: stopped with a step abandoned; the step lock goes with the "
-               "process", err=True)
+    names = ", ".join(repr(step.name) for step in report.abandoned)
+    click.echo(f"hostcore: stopped with step {names} abandoned; the step lock goes with "
+               "the process", err=True)
     closing = threading.Thread(target=host.close, name="hostcore-close", daemon=True)
     closing.start()
     closing.join(CLOSE_GRACE_SECONDS)

@@ -32,6 +32,8 @@ from hostcore_postgres.destination import PostgresDestination
 from hostcore_postgres.errors import KINDS
 
 if TYPE_CHECKING:
+    import click
+
     from hostcore.host import Host
 
 PLUGIN_NAME = "postgres-destination"
@@ -46,8 +48,8 @@ EVENTS = (
     EventSpec(
         "postgres_destination.migrated",
         {"from_version": int, "to_version": int},
-        "A push found the destination's schema missing (version 0) or older and created "
-        "or migrated it, in one transaction.",
+        "A push found no schema (version 0) and created it, or `hostcore postgres "
+        "migrate` migrated an older one, in one transaction.",
     ),
 )
 
@@ -104,3 +106,12 @@ def hostcore_published_ref(stream: str, host: Host, destination: object) -> Ref 
     if not isinstance(destination, PostgresDestination):
         return None
     return destination.published(stream, host.store.instance_id)
+
+
+@hookimpl
+def hostcore_commands(cli: click.Group) -> None:
+    # Loaded only when a plugin command is looked up: click's group and the
+    # command's imports stay out of building a host.
+    from hostcore_postgres.commands import postgres_group
+
+    cli.add_command(postgres_group)

@@ -99,6 +99,10 @@ MIGRATIONS: Mapping[int, tuple[LiteralString, ...]] = {
     # guards raise SQLSTATE HC001 (the origin is another role's) and HC002 (a
     # position moving back, a row changing origin): errors.py names them.
     2: (
+        # Taken in the order a push takes them, so no push is in flight while the
+        # backfills below read refs and rows, and none deadlocks with the migration.
+        "LOCK TABLE {schema}.schema_version IN ACCESS EXCLUSIVE MODE",
+        "LOCK TABLE {schema}.refs, {schema}.rows IN SHARE ROW EXCLUSIVE MODE",
         "ALTER TABLE {schema}.schema_version "
         "ADD COLUMN min_writer_version integer NOT NULL DEFAULT 1",
         """CREATE TABLE {schema}.origins (

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
@@ -26,6 +27,9 @@ from hostcore.host import Host
 from hostcore.testing import require_tool
 
 _databases = itertools.count()
+_roles = itertools.count()
+DOC = Path(__file__).resolve().parents[3] / "docs" / "postgres.md"
+MACHINE_PASSWORD = "machine-role-pw-1"
 
 
 @pytest.fixture(scope="session")
@@ -81,6 +85,18 @@ class Pg:
             self.query(grant.format(role=name))
         return self.dsn.replace("user=postgres", f"user={name}")
 
+    def machine(self, name: str) -> Machine:
+        """A login role (named ``name`` plus a unique suffix: roles belong to the whole
+        server) created with exactly docs/postgres.md's minimal grants."""
+        role = f"{name}_{os.getpid()}_{next(_roles)}"
+        database = self.dsn.split("dbname=")[1].split()[0]
+        for statement in minimal_grants():
+            statement = statement.replace("machine_042", role).replace(
+                "'change me'", f"'{MACHINE_PASSWORD}'")
+            self.query(statement.replace("DATABASE fleet", f"DATABASE {database}"))
+        return Machine(role, self.dsn.replace("user=postgres", f"user={role}")
+                       + f" password={MACHINE_PASSWORD}")
+
     @staticmethod
     def fill_root(root: Path, config: Mapping[str, Any] | None = None, *, rows: int = 10,
                   directories: tuple[str, ...] = ("/work/a",), withheld: tuple[str, ...] = (),
@@ -120,6 +136,38 @@ class Pg:
         return subprocess.Popen([sys.executable, "-m", "hostcore", *args],
                                 env=cli_env(root, **env), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
+
+
+def minimal_grants() -> list[str]:
+    """The statements of docs/postgres.md's "minimal role for one machine" block."""
+    for block in re.findall(r"```sql\n(.*?)```", DOC.read_text("utf-8"), re.DOTALL):
+        if block.splitlines()[0].strip() == "-- minimal role for one machine":
+            lines = [line for line in block.splitlines() if not line.strip().startswith("--")]
+            return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
+    raise AssertionError("docs/postgres.md has no minimal role block")
+
+
+@dataclass
+class Machine:
+    """A machine's login role and a DSN for it (with its password)."""
+
+    role: str
+    dsn: str
+
+    def sql(self, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """Run one statement as this role (autocommit); its rows."""
+        import psycopg
+
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            cursor = conn.execute(statement, params or None)  # type: ignore[arg-type]
+            return cursor.fetchall() if cursor.description else []
+
+    def rowcount(self, statement: str, params: tuple[Any, ...] = ()) -> int:
+        """Run one statement as this role; how many rows it touched."""
+        import psycopg
+
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            return conn.execute(statement, params or None).rowcount  # type: ignore[arg-type]
 
 
 def cli_env(root: Path, **extra: str) -> dict[str, str]:

@@ -6,6 +6,11 @@
         (a policy entry for a directory with no rows), export with small batches.
         Prints one JSON line at the end: origin, rounds, rows pushed, conflicts.
 
+    python fleet_worker.py rolling ROOT DSN ROUNDS GO WRITER
+        As ``host``, through a destination that knows the schema versions up to
+        WRITER only (a host still on an older package), pausing between rounds so
+        that a migration lands while the hosts push. Prints the same JSON line.
+
     python fleet_worker.py export ROOT DSN BATCH_ROWS
         One export with BATCH_ROWS rows per push (the kill tests SIGKILL it).
         Prints "pushed" each time a push returns, then {"rows": ...}.
@@ -27,6 +32,7 @@ from pathlib import Path
 
 import hostcore_postgres.plugin as postgres_plugin
 from hostcore_postgres.destination import PostgresDestination
+from hostcore_postgres.schema import MIGRATIONS
 
 from hostcore.evidence.store import EvidenceRow
 from hostcore.export.batch import ExportBatch
@@ -51,7 +57,8 @@ def open_host(root: str, dsn: str) -> Host:
                 config={"plugins": {"postgres-destination": {"dsn": dsn}}})
 
 
-def host(root: str, dsn: str, rounds: int, go: str) -> None:
+def host(root: str, dsn: str, rounds: int, go: str, writer: int | None = None,
+         pause: float = 0.0) -> None:
     Path(root).mkdir(parents=True, exist_ok=True)
     with open_host(root, dsn) as h:
         h.policy.input("class-list").set(WITHHELD, "local-only")
@@ -67,9 +74,15 @@ def host(root: str, dsn: str, rounds: int, go: str) -> None:
             # permitted rows do not.
             h.policy.input("class-list").set(f"/fleet/empty-{number}", "local-only")
             (destination,) = h.destinations
+            if writer is not None:
+                destination = PostgresDestination(
+                    dsn, migrations={v: s for v, s in MIGRATIONS.items() if v <= writer})
             summary = Exporter(h, destination, batch_rows=BATCH_ROWS).run()
+            if writer is not None:
+                destination.close()
             pushed += summary.rows
             conflicts += len(summary.conflicts)
+            time.sleep(pause)
         print(json.dumps({"origin": h.store.instance_id, "rounds": rounds, "rows": pushed,
                           "conflicts": conflicts}))
 
@@ -126,6 +139,8 @@ if __name__ == "__main__":
     mode, *args = sys.argv[1:]
     if mode == "host":
         host(args[0], args[1], int(args[2]), args[3])
+    elif mode == "rolling":
+        host(args[0], args[1], int(args[2]), args[3], writer=int(args[4]), pause=0.15)
     elif mode == "export":
         export(args[0], args[1], int(args[2]))
     elif mode == "cas":

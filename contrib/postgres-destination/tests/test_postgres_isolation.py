@@ -8,11 +8,9 @@ victim's rows, its status and the ``exported`` view are exactly what it pushed.
 
 from __future__ import annotations
 
-import itertools
 import json
-import os
-import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from pathlib import Path
 
 import psycopg
@@ -21,47 +19,10 @@ from hostcore_postgres.destination import PostgresDestination
 
 from hostcore.host import Host
 
-DOC = Path(__file__).resolve().parents[3] / "docs" / "postgres.md"
-PASSWORD = "isolation-pw-1"
+if TYPE_CHECKING:
+    from conftest import Machine
+
 ORIGIN_TAKEN, GUARD_REFUSED = "HC001", "HC002"
-_names = itertools.count()
-
-
-def minimal_grants() -> list[str]:
-    """The statements of docs/postgres.md's "minimal role for one machine" block."""
-    for block in re.findall(r"```sql\n(.*?)```", DOC.read_text("utf-8"), re.DOTALL):
-        if block.splitlines()[0].strip() == "-- minimal role for one machine":
-            lines = [line for line in block.splitlines() if not line.strip().startswith("--")]
-            return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
-    raise AssertionError("docs/postgres.md has no minimal role block")
-
-
-@dataclass
-class Machine:
-    role: str
-    dsn: str  # with the password
-
-    def sql(self, statement: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
-        """Run one statement as this machine's role; its rows."""
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
-            cursor = conn.execute(statement, params or None)  # type: ignore[arg-type]
-            return cursor.fetchall() if cursor.description else []
-
-    def rowcount(self, statement: str, params: tuple[object, ...] = ()) -> int:
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
-            return conn.execute(statement, params or None).rowcount  # type: ignore[arg-type]
-
-
-def machine(pg, name: str) -> Machine:
-    """A login role created with exactly the doc's minimal grants."""
-    role = f"{name}_{os.getpid()}_{next(_names)}"
-    database = pg.dsn.split("dbname=")[1].split()[0]
-    for statement in minimal_grants():
-        statement = statement.replace("machine_042", role).replace("'change me'",
-                                                                    f"'{PASSWORD}'")
-        pg.query(statement.replace("DATABASE fleet", f"DATABASE {database}"))
-    dsn = pg.dsn.replace("user=postgres", f"user={role}") + f" password={PASSWORD}"
-    return Machine(role, dsn)
 
 
 @pytest.fixture
@@ -71,7 +32,7 @@ def fleet(pg, tmp_path):
     owner = PostgresDestination(pg.dsn)
     owner.migrate()
     owner.close()
-    victim, attacker = machine(pg, "victim"), machine(pg, "attacker")
+    victim, attacker = pg.machine("victim"), pg.machine("attacker")
     config = {"plugins": {"postgres-destination": {"dsn_env": "PG_MACHINE_DSN"}}}
     victim_root, attacker_root = tmp_path / "victim", tmp_path / "attacker"
     origin = pg.fill_root(victim_root, config, rows=40)

@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -387,3 +388,14 @@ def test_a_non_daemon_thread_left_by_a_plugin_does_not_keep_run_once_alive(hostc
     done = hostcore_with("lingering", "run", "--once", timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines()[-1].startswith("tick ok")
+
+
+def test_the_cli_page_states_each_deadline_and_the_grace():
+    page = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text()
+    text = " ".join(page.split())  # the sentences, not their line breaks
+    for worker, seconds in (("ingest", INGEST_DEADLINE_SECONDS),
+                            ("poll", POLL_DEADLINE_SECONDS),
+                            ("export", EXPORT_DEADLINE_SECONDS)):
+        assert f"{seconds:g} s for `{worker}`" in text
+    assert f"its `deadline_seconds`, else {STEP_DEADLINE_SECONDS:g} s" in text
+    assert f"{steps.STOP_GRACE_SECONDS:g} s after SIGINT or SIGTERM" in text

@@ -360,9 +360,11 @@ class Poller:
     def _retrying(self) -> set[str]:
         """The unstamped records whose last question failed and is to be asked again,
         asked this cycle or not (a ledger-only one waits a window): one index query
-        over the few rows it marks (``retry_at``)."""
+        over the few rows it marks (``retry_at``). The ``+`` keeps SQLite on the
+        partial index of those rows: by ``class`` it would walk every live record
+        (0.3 s a call at 100k live records)."""
         return {entry.ref for entry in self.ledger.index.entries(
-            "retry_at != '' AND class IN ('tracked', 'ledger_only')", ())}
+            "retry_at != '' AND +class IN ('tracked', 'ledger_only')", ())}
 
     def _list(self, provider: Any, summary: PollSummary) -> Listing | None:
         try:

@@ -6,7 +6,7 @@ are listed, so it must not import the export engine.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 
@@ -18,9 +18,18 @@ if TYPE_CHECKING:
 
 
 class ExportSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """``[plugins.export]``: which registered destination to push to when several are."""
+    """``[plugins.export]``: which registered destination to push to when several are,
+    how many rows one push carries, and the back-off after a failed run.
+
+    ``batch_rows`` unset: the exporter's default (``BATCH_ROWS``). After ``n``
+    failed runs in a row the next waits a delay drawn from ``[w/2, w]``, ``w =
+    min(backoff_max_seconds, backoff_seconds * 2**(n-1))``.
+    """
 
     destination: str | None = None
+    batch_rows: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    backoff_seconds: Annotated[float, msgspec.Meta(gt=0)] = 30.0
+    backoff_max_seconds: Annotated[float, msgspec.Meta(gt=0)] = 1800.0
 
 
 def destination_key(destination: Any) -> str:

@@ -35,15 +35,28 @@ host's policy), the conflict is recorded, announced once
 (``export.conflict``), shown by ``status`` and in the run's summary, and not
 written again until one side changes or someone adopts the destination's value.
 Rows already forwarded are never retracted when the policy changes.
+
+A run that fails (the destination raised) is followed by a back-off, kept in
+``<root>/cache/export-backoff.json`` so that ``hostcore export`` from cron, a new
+process each time, honours it as the worker does: until the time it names, a
+run raises :class:`ExportDeferred` and contacts nothing. The delay after ``n``
+failures in a row is drawn uniformly from ``[w/2, w]``, ``w = min(cap, base *
+2**(n-1))`` (tenacity's exponential waits, half fixed and half random), so
+machines that failed together, at a server restart, come back spread over the
+window instead of on one tick, and none sooner than half of it. The first run
+that succeeds removes the file.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -51,6 +64,7 @@ import msgspec
 from hostcore.errors import HostcoreError
 from hostcore.export.batch import EXPORT_COLUMNS, DestinationChanged, ExportBatch, ExportRow
 from hostcore.export.destinations import (
+    ExportSettings,
     destination_instance,
     destination_key,
 )
@@ -67,7 +81,10 @@ from hostcore.export.ref import (
     identity,
 )
 from hostcore.export.refcache import CachedRefs, RefCache
+from hostcore.files import atomic_write
 from hostcore.plugin.calls import first_result
+from hostcore.records import encode_json
+from hostcore.timestamps import format_utc, parse, utc_now
 
 if TYPE_CHECKING:
     from hostcore.host import Host
@@ -85,6 +102,12 @@ MAX_RESUMES = 3
 # The fewest characters an ``--adopt`` prefix may have (unless it is the whole
 # value): enough that a value moved meanwhile is never taken for the one seen.
 ADOPT_PREFIX_CHARS = 7
+# Where the back-off after failed runs is kept, under the state root.
+BACKOFF_PATH = Path("cache") / "export-backoff.json"
+# A failure's message kept for status is cut to this many characters.
+BACKOFF_ERROR_CHARS = 300
+
+log = logging.getLogger("hostcore.export.exporter")
 
 _sorted_json = msgspec.json.Encoder(order="sorted")
 
@@ -249,6 +272,105 @@ def _check_lease(component: str, prefix: str, held: str) -> None:
                        "adopted; `hostcore status` shows what it holds now.")
 
 
+# -- back-off after a failed run ------------------------------------------------------
+
+
+class ExportDeferred(HostcoreError):
+    """A run inside the back-off that follows failed runs: nothing was contacted.
+
+    ``retry_at`` is when the next run may contact the destination.
+    """
+
+    def __init__(self, backoff: Backoff) -> None:
+        self.retry_at = backoff.retry_at
+        super().__init__(
+            f"export deferred: {backoff.failures} run(s) in a row failed, the last at "
+            f"{backoff.failed_at}; the next may contact the destination at "
+            f"{backoff.retry_at} (back-off with jitter: [plugins.export] backoff_seconds "
+            "and backoff_max_seconds)")
+
+
+class Backoff(msgspec.Struct, kw_only=True):
+    """``cache/export-backoff.json``: runs against ``destination`` (its key) failed
+    ``failures`` times in a row, the last at ``failed_at`` with ``error``; no run
+    contacts it before ``retry_at``."""
+
+    destination: str
+    failures: int
+    failed_at: str
+    retry_at: str
+    error: str = ""
+
+    def due(self, now: datetime, cap: float) -> bool:
+        """Whether a run may contact the destination at ``now``. A stamp that does not
+        parse, or further ahead than the longest back-off ``cap`` (the clock was set
+        back since), reads as due: a wrong file never stops the export for long."""
+        at = parse(self.retry_at)
+        return at is None or at <= now or at > now + timedelta(seconds=cap)
+
+    def render(self) -> str:
+        """One line for ``hostcore status``."""
+        return (f"{self.failures} run(s) in a row failed, the last at {self.failed_at} "
+                f"({self.error}); next attempt at {self.retry_at}")
+
+
+def backoff_delay(failures: int, base: float, cap: float) -> float:
+    """Seconds to wait after ``failures`` failed runs in a row: uniform in ``[w/2, w]``,
+    ``w = min(cap, base * 2**(failures-1))``. ("Equal jitter": spread as widely as
+    full jitter's ``[0, w]`` would not matter for a fleet, a floor does, so a host
+    never retries a failing server on its very next tick.)"""
+    # Here, not at the top: only a failed run pays tenacity's import (benchmarks/startup.py).
+    import tenacity
+
+    # tenacity's wait functions read only the attempt number of the state they are given.
+    state = tenacity.RetryCallState(tenacity.Retrying(), None, (), {})
+    state.attempt_number = max(1, failures)
+    half = (tenacity.wait_exponential(multiplier=base / 2, max=cap / 2)
+            + tenacity.wait_random_exponential(multiplier=base / 2, max=cap / 2))
+    return float(half(state))
+
+
+class BackoffFile:
+    """Reads and writes ``<root>/cache/export-backoff.json``.
+
+    Losing it costs one early retry, never a wrong answer, so it is written without
+    fsync and a file that does not decode reads as no back-off.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.path = Path(root) / BACKOFF_PATH
+
+    def load(self, destination: str) -> Backoff | None:
+        """The back-off standing for ``destination``; None when there is none."""
+        try:
+            backoff = msgspec.json.decode(self.path.read_bytes(), type=Backoff)
+        except (OSError, msgspec.DecodeError, UnicodeDecodeError):
+            return None
+        return backoff if backoff.destination == destination else None
+
+    def failed(self, destination: str, error: BaseException, now: datetime, *,
+               base: float, cap: float) -> Backoff:
+        """Record one more failed run at ``now``; the back-off now standing."""
+        previous = self.load(destination)
+        failures = (previous.failures if previous is not None else 0) + 1
+        delay = timedelta(seconds=backoff_delay(failures, base, cap))
+        backoff = Backoff(destination=destination, failures=failures,
+                          failed_at=format_utc(now, "micro"),
+                          retry_at=format_utc(now + delay, "micro"),
+                          error=(str(error) or type(error).__name__)[:BACKOFF_ERROR_CHARS])
+        try:
+            atomic_write(self.path, encode_json(backoff), durable=False)
+        except OSError as exc:
+            # The failure being recorded is what the caller reports; this costs an early retry.
+            log.warning("the export back-off could not be written (%s)", type(exc).__name__)
+        return backoff
+
+    def clear(self) -> None:
+        """A run succeeded: no back-off stands."""
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+
 # -- the engine --------------------------------------------------------------------
 
 
@@ -297,16 +419,21 @@ class _Contact:
 class Exporter:
     """Pushes one stream of the host's export to one destination.
 
-    :param batch_rows: rows per push (default :data:`BATCH_ROWS`).
+    :param batch_rows: rows per push (default: ``[plugins.export] batch_rows``, else
+        :data:`BATCH_ROWS`).
     :param max_resumes: how often one run follows a changed destination
         (default :data:`MAX_RESUMES`).
+    :param clock: the current time, for the back-off.
 
     ``run()`` and ``report()`` may be called from any thread (one run at a time
     per host: the CLI and the worker hold the step lock).
     """
 
     def __init__(self, host: Host, destination: Any, *, stream: str = DEFAULT_STREAM,
-                 batch_rows: int = BATCH_ROWS, max_resumes: int = MAX_RESUMES) -> None:
+                 batch_rows: int | None = None, max_resumes: int = MAX_RESUMES,
+                 clock: Callable[[], datetime] = utc_now) -> None:
+        self.settings = host.plugin_config("export", ExportSettings)
+        batch_rows = batch_rows or self.settings.batch_rows or BATCH_ROWS
         if batch_rows < 1:
             raise ValueError("batch_rows must be at least 1")
         self.host = host
@@ -314,7 +441,9 @@ class Exporter:
         self.stream = stream
         self.batch_rows = batch_rows
         self.max_resumes = max_resumes
+        self.clock = clock
         self.cache = RefCache(host.root)
+        self.backoff = BackoffFile(host.root)
 
     def run(self, *, max_rows: int | None = None, adopt: Mapping[str, str] | None = None,
             progress: Progress | None = None) -> ExportSummary:
@@ -328,8 +457,29 @@ class Exporter:
         exactly that one, or :class:`AdoptRefused` is raised before anything is
         pushed if the destination holds another. Raises
         :class:`~hostcore.export.batch.DestinationChanged` when the destination
-        changed under the run more than ``max_resumes`` times.
+        changed under the run more than ``max_resumes`` times, and
+        :class:`ExportDeferred`, contacting nothing, inside the back-off after a
+        failed run (see the module docstring).
         """
+        key = destination_key(self.destination)
+        standing = self.backoff.load(key)
+        if standing is not None and not standing.due(self.clock(),
+                                                     self.settings.backoff_max_seconds):
+            raise ExportDeferred(standing)
+        try:
+            summary = self._run(max_rows, adopt, progress)
+        except AdoptRefused:
+            raise  # the operator named a stale value: the destination did nothing wrong
+        except Exception as exc:
+            self.backoff.failed(key, exc, self.clock(), base=self.settings.backoff_seconds,
+                                cap=self.settings.backoff_max_seconds)
+            raise
+        if standing is not None:
+            self.backoff.clear()
+        return summary
+
+    def _run(self, max_rows: int | None, adopt: Mapping[str, str] | None,
+             progress: Progress | None) -> ExportSummary:
         origin = self.host.store.instance_id
         summary = ExportSummary(destination=self.destination.name, stream=self.stream)
         cached = self.cache.load(destination_key(self.destination))
@@ -465,8 +615,21 @@ class Exporter:
         ``hostcore_published_ref`` for this destination, else ``published()``):
         the position and ``rows_behind`` never come from the cache. The cache
         says only what this host last agreed with this same destination
-        instance; a cache about another one (or none) claims nothing.
+        instance; a cache about another one (or none) claims nothing. A back-off
+        standing after failed runs is part of the report, and of the error when
+        the destination cannot be asked either.
         """
+        standing = self.backoff.load(destination_key(self.destination))
+        try:
+            report = self._report(count_limit)
+        except HostcoreError as exc:
+            if standing is None:
+                raise
+            raise HostcoreError(f"{exc}; export back-off: {standing.render()}") from exc
+        report.backoff = None if standing is None else standing.render()
+        return report
+
+    def _report(self, count_limit: int) -> ExportReport:
         origin = self.host.store.instance_id
         observed = self.cache.load_observed()
         agreed = Ref()
@@ -540,7 +703,8 @@ class ExportReport(msgspec.Struct, kw_only=True):
     with the one last agreed (a moved ``context`` means the local policy changed
     since the last push; rows already forwarded stay); ``conflicts`` lists the
     components whose write is held back; ``ref_cache`` says why the ref cache
-    cannot be kept, when it cannot.
+    cannot be kept, when it cannot; ``backoff`` the back-off standing after
+    failed runs, if one does.
     """
 
     destination: str
@@ -552,6 +716,7 @@ class ExportReport(msgspec.Struct, kw_only=True):
     since_last_push: Divergence
     conflicts: list[ComponentConflict] = msgspec.field(default_factory=list)
     ref_cache: str | None = None
+    backoff: str | None = None
 
     def policy_moved(self) -> bool:
         return "context" in self.since_last_push.moved()
@@ -574,6 +739,8 @@ class ExportReport(msgspec.Struct, kw_only=True):
         }
         if self.ref_cache is not None:
             status["ref_cache"] = f"not kept: {self.ref_cache}"
+        if self.backoff is not None:
+            status["backoff"] = self.backoff
         return status
 
 

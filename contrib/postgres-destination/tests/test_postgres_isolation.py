@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
@@ -107,12 +107,11 @@ def test_a_machine_cannot_plant_rows_under_another_machines_origin(fleet):
                    "('main', %s, 1000, 'p', 's', 's', 't', '/forged', '', '{}')",
                    (fleet.origin,)) == ORIGIN_TAKEN
     with psycopg.connect(fleet.attacker.dsn, autocommit=True) as conn, pytest.raises(
-            psycopg.Error) as raised:
-        with conn.cursor() as cursor, cursor.copy(
-                f"COPY hostcore.rows ({columns}) FROM STDIN") as copy:
-            for position in range(1001, 1011):
-                copy.write_row(("main", fleet.origin, position, "p", "s", "s", "t", "/forged",
-                                "", "{}"))
+            psycopg.Error) as raised, conn.cursor() as cursor, cursor.copy(
+            f"COPY hostcore.rows ({columns}) FROM STDIN") as copy:
+        for position in range(1001, 1011):
+            copy.write_row(("main", fleet.origin, position, "p", "s", "s", "t", "/forged",
+                            "", "{}"))
     assert raised.value.sqlstate == ORIGIN_TAKEN
     # Nor under an origin nobody claimed yet with a refs row of its own: the claim is
     # made by a refs insert, and the rows trigger checks the claim.

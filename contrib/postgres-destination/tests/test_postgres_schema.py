@@ -129,7 +129,8 @@ def test_a_migration_raising_min_writer_version_mid_run_stops_the_older_writer(p
     older = make()
     older.push(batch(1))
     strict = {**MIGRATIONS, SCHEMA_VERSION + 1: (
-        "UPDATE {schema}.schema_version SET min_writer_version = %d" % (SCHEMA_VERSION + 1),)}
+        "UPDATE {schema}.schema_version SET min_writer_version = "
+        + str(SCHEMA_VERSION + 1),)}
     make(migrations=strict).migrate()
     with pytest.raises(PostgresDestinationError, match="admits writers of version"):
         older.push(batch(2))

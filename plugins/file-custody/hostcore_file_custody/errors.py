@@ -98,3 +98,15 @@ class WitnessError(CustodyError):
     def __init__(self, message: str, reason: str) -> None:
         super().__init__(message)
         self.reason = reason
+
+
+class AgentUnresolved(CustodyError):
+    """The agent process a hook runs for cannot be identified, so no agent-owned session
+    is started for it. ``reason`` is ``"namespace"`` (``/proc`` shows another PID
+    namespace), ``"gone"`` (a process of the walk exited or cannot be read),
+    ``"orphaned"`` (the walk reached PID 1) or ``"too-deep"`` (only shells and runners
+    within the walk's bound)."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason

@@ -135,6 +135,24 @@ def _proc_stat_fields(pid: int) -> list[str] | None:
     return tail.decode("ascii", "replace").split()
 
 
+def read_proc_stat(pid: int) -> tuple[str, int, int] | None:
+    """``(command name, parent PID, start ticks)`` of a running ``pid`` from
+    ``/proc/<pid>/stat``; ``None`` when it is gone, exited, or unreadable."""
+    try:
+        raw = (_PROC / str(pid) / "stat").read_bytes()
+    except OSError:
+        return None
+    head, _, tail = raw.rpartition(b")")
+    command = head.partition(b"(")[2].decode("utf-8", "replace")
+    fields = tail.decode("ascii", "replace").split()
+    if len(fields) < 20 or fields[0] in _EXITED_STATES:
+        return None
+    try:
+        return command, int(fields[1]), int(fields[19])
+    except ValueError:
+        return None
+
+
 def process_start_ticks(pid: int) -> int | None:
     """The start time of ``pid`` in clock ticks since boot, or ``None`` if unreadable."""
     fields = _proc_stat_fields(pid)

@@ -62,6 +62,9 @@ SWEEP_WAIT_SECONDS = 60.0
 
 _T = TypeVar("_T")
 GenerationStatus = Literal["live", "terminal", "archived"]
+OwnerKind = Literal["process", "agent"]
+# The newest heartbeat record version this code writes and judges.
+HEARTBEAT_VERSION = 2
 _GENERATION_ID = re.compile(r"^gen_[A-Za-z0-9_-]{1,64}$")
 _INSTANCE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 
@@ -92,7 +95,14 @@ class GenerationRecord(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Heartbeat(msgspec.Struct, frozen=True, kw_only=True):
-    """A session's heartbeat cache. ``payload`` is what the live-coordination writer projects."""
+    """A session's heartbeat cache. ``payload`` is what the live-coordination writer projects.
+
+    ``version`` 1 (the field absent: every record written before agent-owned sessions)
+    is a process-owned session's. Version 2 adds ``owner_kind`` (``"agent"``: the owner
+    is the agent process a hook ran for, holding no lock; see :mod:`.agent_sessions`)
+    and ``ended_at`` (when its end wrote the terminal generation record). Records of a
+    version above :data:`HEARTBEAT_VERSION` are kept by the sweep, never judged.
+    """
 
     instance: str
     generation_id: str
@@ -100,6 +110,9 @@ class Heartbeat(msgspec.Struct, frozen=True, kw_only=True):
     seq: int = 0
     refreshed_at: float = 0.0
     payload: dict[str, Any] = msgspec.field(default_factory=dict)
+    version: int = 1
+    owner_kind: OwnerKind = "process"
+    ended_at: float | None = None
 
 
 class PidMapEntry(msgspec.Struct, frozen=True, kw_only=True):

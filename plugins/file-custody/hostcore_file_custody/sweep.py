@@ -76,9 +76,10 @@ from hostcore_file_custody.hooks import NO_HOOKS, SweepHooks
 from hostcore_file_custody.limits import MAX_RECORD_BYTES
 from hostcore_file_custody.locks import LOCKS
 from hostcore_file_custody.maintenance import Entries, prune_entries
-from hostcore_file_custody.owner import Liveness, owner_liveness
+from hostcore_file_custody.owner import Liveness, current_host, owner_liveness
 from hostcore_file_custody.private import PendingCustody, pending_custody
 from hostcore_file_custody.registry import (
+    HEARTBEAT_VERSION,
     GenerationRecord,
     Heartbeat,
     HeartbeatRegistry,
@@ -446,11 +447,15 @@ class StaleSweep:
         except msgspec.DecodeError:
             self.report.kept_uncertain += 1
             return
-        if heartbeat.instance != instance:
-            self.report.kept_uncertain += 1
+        if heartbeat.instance != instance or heartbeat.version > HEARTBEAT_VERSION:
+            self.report.kept_uncertain += 1  # another instance's, or a newer writer's record
             return
-        owns_our_lock = heartbeat.owner.lock == str(custody.lock_path)
-        liveness = owner_liveness(heartbeat.owner, lock_free=True if owns_our_lock else None)
+        if self._generation_ended(instance, heartbeat):
+            liveness = Liveness.DEAD  # its end wrote a terminal record: nothing to probe
+        else:
+            owns_our_lock = heartbeat.owner.lock == str(custody.lock_path)
+            liveness = owner_liveness(heartbeat.owner,
+                                      lock_free=True if owns_our_lock else None)
         if liveness is Liveness.ALIVE:
             self.report.kept_live += 1
             return
@@ -469,6 +474,19 @@ class StaleSweep:
             pruned = self._prune_dependents(instance, heartbeat.owner.pid, custody)
             if pruned:
                 custody.discard_lock_file_if(functools.partial(self._lock_unneeded, instance))
+
+    def _generation_ended(self, instance: str, heartbeat: Heartbeat) -> bool:
+        """Whether the heartbeat's generation is recorded ended (read under the instance's
+        custody, which every generation writer holds), for an owner of this process space
+        (the outer gate: a foreign record is never acted on). Unreadable: not ended."""
+        if not current_host().same_process_space(heartbeat.owner.host):
+            return False
+        try:
+            record = self._read_record("generations", f"{instance}.json", GenerationRecord)
+        except (OversizedRecordError, RecordError, OSError):
+            return False
+        return (record is not None and record.instance == instance
+                and record.generation_id == heartbeat.generation_id and record.status != "live")
 
     def _auditor(self, instance: str, witness: str | None) -> Callable[[FileRevision], bool]:
         def audit(pinned: FileRevision) -> bool:

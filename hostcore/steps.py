@@ -33,7 +33,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any, Literal, TextIO
 
@@ -185,17 +185,19 @@ _ABANDONED: list[tuple[Hashable, _StepThread]] = []
 class StdoutGuard:
     """Keep plugin output off hostcore's stdout while ``hostcore run`` runs.
 
-    Within the block, ``sys.stdout`` writes what the thread that entered it (the
-    CLI's, which prints every report) prints to the real stdout, and what every
-    other thread prints (each step's, and any thread plugin code starts) to
-    stderr. When stdout is the process's file descriptor 1, that descriptor is
-    pointed at stderr too, so a child process a plugin starts, or C code, cannot
-    write into it either; hostcore's own output goes through a duplicate.
+    Within the block, ``sys.stdout`` writes to stderr, but for what the thread
+    that entered it prints within :meth:`reports`: hostcore's reports alone reach
+    the real stdout, not what a step prints (on its thread, or one it starts),
+    nor a telemetry sink the loop's thread calls. When stdout is the process's
+    file descriptor 1, that descriptor is pointed at stderr too, so a child
+    process a plugin starts, or C code, cannot write into it either; the reports
+    go through a duplicate.
     """
 
     def __init__(self) -> None:
         self._saved = sys.stdout
         self._duplicate: TextIO | None = None
+        self._routed: _RoutedStdout | None = None
 
     def __enter__(self) -> StdoutGuard:
         self._saved = out = sys.stdout
@@ -207,13 +209,28 @@ class StdoutGuard:
                 os.dup(1), "w", buffering=1 if line_buffered else -1,
                 encoding=self._saved.encoding, errors=self._saved.errors)
             os.dup2(2, 1)
-        sys.stdout = _RoutedStdout(out, threading.current_thread())
+        sys.stdout = self._routed = _RoutedStdout(out, threading.current_thread())
         return self
 
+    @contextlib.contextmanager
+    def reports(self) -> Iterator[None]:
+        """What the entering thread prints within this block goes to the real stdout."""
+        routed = self._routed
+        if routed is None:
+            yield
+            return
+        routed.reporting = True
+        try:
+            yield
+        finally:
+            routed.reporting = False
+
     def __exit__(self, *exc_info: object) -> None:
-        routed, sys.stdout = sys.stdout, self._saved
-        with contextlib.suppress(OSError, ValueError):
-            routed.flush()
+        sys.stdout = self._saved
+        if self._routed is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self._routed.flush()
+            self._routed = None
         if self._duplicate is not None:
             os.dup2(self._duplicate.fileno(), 1)
             self._duplicate.close()
@@ -228,16 +245,19 @@ def _is_fd(stream: TextIO, fd: int) -> bool:
 
 
 class _RoutedStdout(io.TextIOBase):
-    """``sys.stdout`` under :class:`StdoutGuard`: ``owner``'s writes go to ``out``,
-    every other thread's to the current ``sys.stderr``."""
+    """``sys.stdout`` under :class:`StdoutGuard`: ``owner``'s writes while
+    ``reporting`` go to ``out``, every other write to the current ``sys.stderr``."""
 
     def __init__(self, out: TextIO, owner: threading.Thread) -> None:
         super().__init__()
         self._out = out
         self._owner = owner
+        self.reporting = False
 
     def _target(self) -> TextIO:
-        return self._out if threading.current_thread() is self._owner else sys.stderr
+        if self.reporting and threading.current_thread() is self._owner:
+            return self._out
+        return sys.stderr
 
     def write(self, text: str) -> int:
         return self._target().write(text)

@@ -303,9 +303,19 @@ PLUGINS = {
                                check=True)
                 return WorkerResult(counts={"printed": 4})
 
+        class LoudSink:
+            name = "loud-sink"
+
+            def receive(self, event):
+                print(f"chatty: the sink got {event.name}")
+
         @hookimpl
         def hostcore_workers(host):
             return Chatty()
+
+        @hookimpl
+        def hostcore_telemetry_sinks(host):
+            return LoudSink()
     """,
     "lingering": """
         import threading
@@ -379,8 +389,10 @@ def test_what_a_plugin_step_prints_goes_to_stderr_never_into_the_json(hostcore_w
     assert done.returncode == 0, done.stderr
     ticks = [json.loads(line) for line in done.stdout.splitlines()]
     assert [t["ok"] for t in ticks] == [True]
+    # tick.completed reaches the sink on the loop's own thread, between the steps
+    # and the tick's JSON line.
     for said in ("print from the step", "a write to sys.stdout", "from a thread",
-                 "from a child"):
+                 "from a child", "the sink got tick.completed"):
         assert f"chatty: {said}" in done.stderr
 
 

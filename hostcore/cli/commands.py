@@ -19,6 +19,7 @@ import click
 from hostcore.files import remove_stale_temps
 from hostcore.host import Host
 from hostcore.plugin.cli import (
+    HostFactory,
     emit_json,
     emit_json_line,
     json_option,
@@ -81,8 +82,8 @@ def _fit(line: str) -> str:
               help="Tick, and again at once while a worker has work pending, up to "
                    "[run] drain_seconds; then exit (for cron).")
 @json_option
-@pass_host
-def run_command(host: Host, once: bool, as_json: bool) -> None:
+@click.pass_context
+def run_command(ctx: click.Context, once: bool, as_json: bool) -> None:
     """Run the tick loop: ingest sources, run workers, poll providers.
 
     Prints one line per tick saying what changed (JSON Lines with --json).
@@ -94,37 +95,45 @@ def run_command(host: Host, once: bool, as_json: bool) -> None:
     1 naming the holder. A step past its deadline, or still running 5 s after
     a signal, is abandoned: named, and the command exits 1 at once.
     """
+    factory = ctx.find_object(HostFactory)
+    if factory is None:
+        raise click.UsageError("this command must run under the hostcore CLI")
+    # What plugins print goes to stderr, from the host's build (its registration
+    # hooks, its first event) on: stdout carries the reports alone.
+    with StdoutGuard() as guard:
+        _run(factory.get(), once, as_json, guard)
+
+
+def _run(host: Host, once: bool, as_json: bool, guard: StdoutGuard) -> None:
     host.activity = "hostcore run --once" if once else "hostcore run"
     remove_stale_temps(host.root)  # left by a run killed mid-write
     settings = host.config.settings.run
     stop = stop_on_signals()
     interactive = not as_json and sys.stderr.isatty()
-    show = _tick_printer(as_json, interactive)
+    show = _tick_printer(as_json, interactive, guard)
     if interactive:
         host.progress = lambda line: click.echo(f"\r\033[K{line}", err=True, nl=False)
-    # What steps print goes to stderr: stdout carries the reports alone.
-    with StdoutGuard():
-        if once:
-            # A cron run gives up (exit 1, naming the holder) rather than queue forever.
-            host.lock_wait = settings.lock_wait_seconds
-            with host.step_lock():
-                pass  # fail fast, before any step, when another run holds the root
-            reports = drain(host, settings.drain_seconds, stop, on_tick=show)
-            if reports[-1].abandoned:
-                _exit_abandoned(host, reports[-1])
-            if reports[-1].pending:
-                click.echo("hostcore: work is still pending; the next run goes on with it",
-                           err=True)
-            if not all(r.ok for r in reports):
-                raise SystemExit(1)
-            return
-        click.echo(f"hostcore: running on {host.root} (Ctrl-C to stop)", err=True)
-        report = host.run(stop, on_tick=show)
-        if report is not None and report.abandoned:
-            _exit_abandoned(host, report)
-        click.echo("hostcore: stopped", err=True)
-        if report is not None and not report.ok:
+    if once:
+        # A cron run gives up (exit 1, naming the holder) rather than queue forever.
+        host.lock_wait = settings.lock_wait_seconds
+        with host.step_lock():
+            pass  # fail fast, before any step, when another run holds the root
+        reports = drain(host, settings.drain_seconds, stop, on_tick=show)
+        if reports[-1].abandoned:
+            _exit_abandoned(host, reports[-1])
+        if reports[-1].pending:
+            click.echo("hostcore: work is still pending; the next run goes on with it",
+                       err=True)
+        if not all(r.ok for r in reports):
             raise SystemExit(1)
+        return
+    click.echo(f"hostcore: running on {host.root} (Ctrl-C to stop)", err=True)
+    report = host.run(stop, on_tick=show)
+    if report is not None and report.abandoned:
+        _exit_abandoned(host, report)
+    click.echo("hostcore: stopped", err=True)
+    if report is not None and not report.ok:
+        raise SystemExit(1)
 
 
 def _exit_abandoned(host: Host, report: TickReport) -> NoReturn:
@@ -147,13 +156,15 @@ def _exit_abandoned(host: Host, report: TickReport) -> NoReturn:
     os._exit(1)
 
 
-def _tick_printer(as_json: bool, interactive: bool) -> Callable[[TickReport], None]:
+def _tick_printer(as_json: bool, interactive: bool,
+                  guard: StdoutGuard) -> Callable[[TickReport], None]:
     """Print each tick: one JSON line, or one line of text (over the progress line)."""
 
     def show(report: TickReport) -> None:
         if as_json:
-            emit_json_line({"ok": report.ok, "pending": report.pending, "steps": report.steps,
-                            "duration_ms": report.duration_ms})
+            with guard.reports():
+                emit_json_line({"ok": report.ok, "pending": report.pending,
+                                "steps": report.steps, "duration_ms": report.duration_ms})
             return
         if interactive:
             click.echo("\r\033[K", err=True, nl=False)  # clear the progress line

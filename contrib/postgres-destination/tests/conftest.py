@@ -179,7 +179,7 @@ def cli_env(root: Path, **extra: str) -> dict[str, str]:
 
 
 def toml(config: Mapping[str, Any]) -> str:
-    """TOML for the nested tables of strings and integers these tests use."""
+    """TOML for the nested tables of strings and numbers these tests use."""
     lines: list[str] = []
 
     def table(prefix: str, values: Mapping[str, Any]) -> None:
@@ -196,7 +196,7 @@ def toml(config: Mapping[str, Any]) -> str:
 
 
 def _value(value: Any) -> str:
-    if isinstance(value, int):
+    if isinstance(value, int | float):
         return str(value)
     escaped = str(value).replace("\\", "\\\\").replace('"', '\\"')
     return f'"{escaped}"'

@@ -11,6 +11,13 @@
         WRITER only (a host still on an older package), pausing between rounds so
         that a migration lands while the hosts push. Prints the same JSON line.
 
+    python fleet_worker.py ticks ROOT DSN GO WINDOW
+        A host whose export backs off for WINDOW seconds after a failure. Exports
+        once, prints {"ready": true} and waits for GO; then adds rows and, every
+        TICK seconds, runs the export as the worker would, printing
+        {"failed": T} at each failed run, until one succeeds: then one JSON line,
+        origin, attempts (the times runs contacted the server), succeeded (the time).
+
     python fleet_worker.py export ROOT DSN BATCH_ROWS
         One export with BATCH_ROWS rows per push (the kill tests SIGKILL it).
         Prints "pushed" each time a push returns, then {"rows": ...}.
@@ -34,9 +41,10 @@ import hostcore_postgres.plugin as postgres_plugin
 from hostcore_postgres.destination import PostgresDestination
 from hostcore_postgres.schema import MIGRATIONS
 
+from hostcore.errors import HostcoreError
 from hostcore.evidence.store import EvidenceRow
 from hostcore.export.batch import ExportBatch
-from hostcore.export.exporter import Exporter
+from hostcore.export.exporter import ExportDeferred, Exporter
 from hostcore.export.ref import ABSENT, Conflict, Ref
 from hostcore.host import Host
 
@@ -114,6 +122,46 @@ def export(root: str, dsn: str, batch_rows: int) -> None:
         print(json.dumps({"rows": summary.rows}))
 
 
+TICK = 0.05
+
+
+def ticks(root: str, dsn: str, go: str, window: float) -> None:
+    Path(root).mkdir(parents=True, exist_ok=True)
+    config = {"plugins": {"postgres-destination": {"dsn": dsn},
+                          "export": {"backoff_seconds": window,
+                                     "backoff_max_seconds": window}}}
+    with Host(root=root, plugins=[postgres_plugin], load_entrypoints=False, env={},
+              config=config) as h:
+        rows = (EvidenceRow(partition="sessions", source_id="claude", directory=PERMITTED,
+                            payload={"i": i}) for i in range(50))
+        h.store.append(rows)
+        (destination,) = h.destinations
+        Exporter(h, destination).run()
+        wait_for(go)
+        h.store.append(EvidenceRow(partition="sessions", source_id="claude",
+                                   directory=PERMITTED, payload={"after": i})
+                       for i in range(20))
+        attempts: list[float] = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            started = time.time()
+            try:
+                Exporter(h, destination).run()
+            except ExportDeferred:
+                time.sleep(TICK)
+                continue
+            except HostcoreError:
+                attempts.append(started)
+                print(json.dumps({"failed": started}), flush=True)
+                time.sleep(TICK)
+                continue
+            attempts.append(started)
+            print(json.dumps({"origin": h.store.instance_id, "attempts": attempts,
+                              "succeeded": started}))
+            return
+        raise SystemExit("no export succeeded within two minutes")
+
+
 def cas(dsn: str, origin: str, name: str, attempts: int, go: str) -> None:
     destination = PostgresDestination(dsn)
     try:
@@ -141,6 +189,8 @@ if __name__ == "__main__":
         host(args[0], args[1], int(args[2]), args[3])
     elif mode == "rolling":
         host(args[0], args[1], int(args[2]), args[3], writer=int(args[4]), pause=0.15)
+    elif mode == "ticks":
+        ticks(args[0], args[1], args[2], float(args[3]))
     elif mode == "export":
         export(args[0], args[1], int(args[2]))
     elif mode == "cas":

@@ -1,10 +1,11 @@
-"""``hostcore custody status`` and ``hostcore custody recover [--release PATH]``."""
+"""``hostcore custody status``, ``custody sessions`` and ``custody recover [--release PATH]``."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
+import msgspec
 
 from hostcore.plugin.cli import emit_json, json_option, pass_host, print_table
 from hostcore_file_custody.support import AVAILABLE, UNAVAILABLE_MESSAGE
@@ -70,6 +71,43 @@ def add_commands(cli: click.Group) -> None:
                           _age(o["age_seconds"]), o["protects"], o["location"])
                          for o in report["operations"]),
                         ("FOLDER", "SOURCE", "STATE", "OWNER", "AGE", "PROTECTS", "LOCATION"))
+
+    @custody.command("sessions")
+    @json_option
+    @pass_host
+    def sessions(host: Host, as_json: bool) -> None:
+        """List every session of the registry, its state and its owner's liveness.
+
+        Takes no lock (and probes none). Keys of --json: registry, exists,
+        sessions[].{instance, generation, state (live, ended), owner_pid,
+        owner_kind (agent, process), liveness (live, dead, unknown)}, unreadable,
+        refused. Exit code 2 when custody refuses the registry folder.
+        """
+        from hostcore_file_custody.registry import HeartbeatRegistry
+        from hostcore_file_custody.sessions import list_sessions
+        from hostcore_file_custody.status import registry_refusal
+        from hostcore_file_custody.worker import registry_path
+
+        registry = HeartbeatRegistry(registry_path(host))
+        exists = registry.root.is_dir()
+        refused = registry_refusal(registry) if exists and AVAILABLE else None
+        listed = list_sessions(registry) if exists and refused is None else None
+        rows = [] if listed is None else [msgspec.structs.asdict(v) for v in listed.sessions]
+        if as_json:
+            emit_json({"registry": str(registry.root), "exists": exists, "sessions": rows,
+                       "unreadable": 0 if listed is None else listed.unreadable,
+                       "refused": refused})
+        if refused is not None:
+            _refuse(refused)
+        if as_json:
+            return
+        if not rows:
+            click.echo("no sessions" + ("" if exists else " (the registry does not exist)"))
+            return
+        print_table(((r["instance"], r["generation"] or "-", r["state"],
+                      "-" if r["owner_pid"] is None else str(r["owner_pid"]),
+                      r["owner_kind"] or "-", r["liveness"]) for r in rows),
+                    ("INSTANCE", "GENERATION", "STATE", "OWNER PID", "OWNER KIND", "LIVENESS"))
 
     @custody.command("recover")
     @click.option("--release", "release", multiple=True, metavar="PATH",
@@ -146,8 +184,6 @@ def _release(paths: tuple[str, ...], as_json: bool) -> None:
     results = [result for path in paths for result in release_custody(path)]
     refused = any(r.outcome not in ("released", "released-restored") for r in results)
     if as_json:
-        import msgspec
-
         emit_json({"released": [msgspec.structs.asdict(r) for r in results]})
     else:
         print_table(((r.op or "-", r.source_path or "(unknown)", r.outcome,

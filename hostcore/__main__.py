@@ -1,7 +1,8 @@
 """The ``hostcore`` console script.
 
 ``hostcore --version`` is answered before anything is imported: it needs no
-plugin manager, and it is what scripts call most often.
+plugin manager, and it is what scripts call most often. ``hostcore hook``, run by
+agents on every tool call, is handed to :mod:`hostcore.cli.hook` before click loads.
 """
 
 from __future__ import annotations
@@ -20,6 +21,13 @@ def main(argv: list[str] | None = None) -> None:
 
         print(f"hostcore {__version__}")
         raise SystemExit(0)
+    # A hook runs on every tool call of an agent: it takes a lean path that never
+    # builds the click application (hostcore.cli.hook).
+    from hostcore.cli import hook
+
+    hook_args = hook.parse(args)
+    if hook_args is not None:
+        raise SystemExit(hook.main(hook_args))
     # click, pluggy and the plugins load only past --version (see the docstring).
     from hostcore.cli.app import run_cli
 

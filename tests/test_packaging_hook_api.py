@@ -33,6 +33,8 @@ HOOK_API: dict[int, dict[str, Hook]] = {
     2: {**_V1,  # hostcore 0.2
         "hostcore_published_ref": (("stream", "host", "destination"), True)},
 }
+HOOK_API[3] = {**HOOK_API[2],  # hostcore 0.2.5
+               "hostcore_agent_event": (("event", "host"), False)}
 
 
 def current_hooks() -> dict[str, Hook]:

@@ -43,10 +43,12 @@ import msgspec
 
 from hostcore.evidence.blake2 import blake2b
 from hostcore.evidence.rows import SourceBatch, storable_text
+from hostcore.files import LockBusy
 from hostcore.records import encode_json
 
 if TYPE_CHECKING:
     from hostcore.evidence.rows import EvidenceRow
+    from hostcore.host import Host
 
 log = logging.getLogger("hostcore.evidence.transcripts")
 
@@ -612,19 +614,7 @@ class TranscriptSource:
             self._emit(self._event, **counts.as_attributes())
             return SourceBatch([], cursor)
         rows: list[EvidenceRow] = []
-        parse, keep = self._parse, rows.append  # looked up once: handle runs once a line
-
-        def handle(name: str, line: Line, state: FileState) -> None:
-            # Each line ends as one row or one count: the parser's, or one here.
-            try:
-                row = parse(self, name, line, state)
-            except Exception:
-                counts.parse_error += 1
-                log.debug("source %r: a line made the parser raise", self.name, exc_info=True)
-                return
-            if row is not None:
-                keep(row)
-
+        handle = self._line_handler(rows, counts)
         last, self._last = self._last, None
         going_on = last if last is not None and last.cursor == cursor else None
         if going_on is not None and going_on.files is not None:
@@ -650,6 +640,77 @@ class TranscriptSource:
         self._last = _Handed(handed, done.cursor, files if done.more else None,
                              done.stopped_at, listed)
         return SourceBatch(rows, handed, done.more, counts.skipped())
+
+    def read_file(self, cursor: str | None, path: str, *, seconds: float
+                  ) -> SourceBatch | None:
+        """New rows of the one transcript at ``path`` since ``cursor``, read for at most
+        ``seconds``, with the cursor to persist (every other file's state in it kept
+        as it was); ``None`` when ``path`` is none of this source's files (outside its
+        folder, matching none of its patterns, or behind a symlink out of it). For a
+        hook that reads the session that just stopped without listing the folder."""
+        name = self.name_of(path)
+        if name is None:
+            return None
+        counts = self.counts = ReadCounts()
+        self._remote_memo = {}
+        self._last = None  # the next read() lists the folder again
+        decoded = decode_cursor(cursor)
+        # The read moves the file's state in place: what it was, to tell a change.
+        before = encode_json(decoded.files.get(name))
+        rows: list[EvidenceRow] = []
+        files = JsonlFiles(max_line_bytes=self._files.max_line_bytes,
+                           budget_bytes=self._files.budget_bytes,
+                           budget_lines=self._files.budget_lines, budget_seconds=seconds)
+        done = files.read([(name, path)], decoded, self._line_handler(rows, counts), counts)
+        merged = TranscriptCursor(files={**decoded.files, **done.cursor.files})
+        for state in done.cursor.files.values():
+            if state.context:
+                _drop_unencodable(state.context)
+        counts.rows = len(rows)
+        self._emit(self._event, **counts.as_attributes())
+        changed = encode_json(done.cursor.files.get(name)) != before or not cursor
+        handed = encode_cursor(merged) if changed else cursor
+        return SourceBatch(rows, handed, done.more, counts.skipped())
+
+    def name_of(self, path: str) -> str | None:
+        """The name ``path`` has in this source's cursor (relative to its folder, ``/``
+        between parts), or ``None`` when it is none of its files."""
+        folder = os.path.realpath(self.folder)
+        found = os.path.abspath(path)
+        relative = None
+        for base in (os.path.abspath(self.folder), folder):
+            if found.startswith(base.rstrip(os.sep) + os.sep):
+                relative = found[len(base.rstrip(os.sep)) + 1:]
+                break
+        if relative is None:
+            resolved = os.path.realpath(found)
+            if not resolved.startswith(folder.rstrip(os.sep) + os.sep):
+                return None
+            relative = resolved[len(folder.rstrip(os.sep)) + 1:]
+        parts = relative.split(os.sep)
+        if not any(len(pattern) == len(parts) and all(map(_matches, parts, pattern))
+                   for pattern in (p.split("/") for p in self.patterns)):
+            return None
+        if not self.follow_symlinks and not _within(found, folder):
+            return None
+        name = "/".join(parts)
+        return name if storable_text(name) else None
+
+    def _line_handler(self, rows: list[EvidenceRow], counts: ReadCounts) -> LineHandler:
+        parse, keep = self._parse, rows.append  # looked up once: handle runs once a line
+
+        def handle(name: str, line: Line, state: FileState) -> None:
+            # Each line ends as one row or one count: the parser's, or one here.
+            try:
+                row = parse(self, name, line, state)
+            except Exception:
+                counts.parse_error += 1
+                log.debug("source %r: a line made the parser raise", self.name, exc_info=True)
+                return
+            if row is not None:
+                keep(row)
+
+        return handle
 
     def remote_of(self, directory: str) -> str:
         """``directory``'s origin remote, asked of :attr:`remotes` once per read."""
@@ -703,3 +764,33 @@ def json_string_field(prefix: bytes, field: str) -> str | None:
     except msgspec.DecodeError:
         return None
     return value if isinstance(value, str) else None
+
+
+# How long a hook's read of one transcript waits for a tick that holds the step lock
+# (seconds); past it the tick, which reads every transcript, is left to do it.
+INGEST_LOCK_WAIT_SECONDS = 0.2
+
+
+def ingest_file(host: Host, source: TranscriptSource, path: str, *, seconds: float
+                ) -> int | None:
+    """Store the new rows of ``source``'s transcript ``path`` now, batch by batch with
+    the source's cursor (as the ingest step stores them), until it is read or
+    ``seconds`` are spent; the rest is left to the next tick, and keys make a second
+    read add nothing. Returns the rows stored, or ``None`` when nothing was read:
+    ``path`` is none of the source's files, or a tick holds the root's step lock
+    (and reads every transcript itself)."""
+    deadline = time.monotonic() + seconds
+    stored = 0
+    try:
+        with host.step_lock(timeout=min(INGEST_LOCK_WAIT_SECONDS, max(seconds, 0.0))):
+            while (left := deadline - time.monotonic()) > 0:
+                cursor = host.store.source_cursor(source.name)
+                batch = source.read_file(cursor, path, seconds=left)
+                if batch is None:
+                    return None
+                stored += host.store.ingest(source.name, batch, previous=cursor).inserted
+                if not batch.more:
+                    break
+    except LockBusy:
+        return None
+    return stored

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     import click
 
+    from hostcore.agents.events import AgentEvent
     from hostcore.export.ref import Ref
     from hostcore.host import Host
     from hostcore.plugin.registration import (
@@ -271,4 +272,37 @@ def hostcore_published_ref(stream: str, host: Host, destination: Destination
     still receives the other arguments, and should now take it.
 
     .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def hostcore_agent_event(event: AgentEvent, host: Host) -> None:
+    """React to an event of a coding agent's session (Claude Code, Codex).
+
+    ``hostcore hook``, which ``hostcore hooks install`` makes each agent run at
+    SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, Stop and
+    SessionEnd, calls it once per event with a ``hostcore.agents.events.AgentEvent``:
+    the agent, the event name, the session id, transcript path and working folder,
+    and a tool's name and id; never the prompt, tool input or output. Return
+    ``None``; what is printed goes to stderr (stdout is the agent's). Check
+    ``event.agent`` and ``event.name`` and return at once for events that are not
+    yours: the hook runs on every tool call. Finish within
+    ``event.budget_seconds`` (SessionEnd's is under a second) and leave the rest
+    to a worker's next tick. An implementation that raises fails its plugin for
+    that run only, the other plugins' still run, and the fault is counted in
+    ``hostcore status``; the agent is never blocked by it.
+
+    The hook loads only plugins implementing this hook (found once and cached
+    under the root, see ``hostcore.agents.index``), and the host it passes has
+    them alone: ``host.sources`` holds their sources, not every plugin's.
+    ``hostcore.testing.AgentEventConformance`` checks an implementation.
+
+    Example::
+
+        @hookimpl
+        def hostcore_agent_event(event, host):
+            if event.agent == "claude-code" and event.name == "Stop":
+                ingest_now(host, event.transcript_path, event.budget_seconds)
+
+    .. versionadded:: 0.2.5
     """

@@ -65,6 +65,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "hostcore.export.plugin",
     "hostcore.workitems.plugin",
     "hostcore.scaffold.plugin",
+    "hostcore.agents.plugin",
 )
 
 _HOOK_NAMES = frozenset(n for n in dir(hookspecs) if n.startswith("hostcore_"))

@@ -19,13 +19,23 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from hostcore.evidence.transcripts import READ_EVENT_ATTRIBUTES, TranscriptSource
+from hostcore.evidence.transcripts import (
+    READ_EVENT_ATTRIBUTES,
+    TranscriptSource,
+    ingest_file,
+)
 from hostcore.plugin.markers import hookimpl
 from hostcore.telemetry import EventSpec
 from hostcore_codex.source import EVENT, NAME, PATTERNS, parse_line
 
 if TYPE_CHECKING:
+    from hostcore.agents.events import AgentEvent
     from hostcore.host import Host
+
+# The events after which the session's transcript is read at once, within the event's
+# budget; what is left (the agent writes its transcript behind its hooks) waits for
+# the next tick, and keys make reading a line twice add nothing.
+INGEST_ON = frozenset({"Stop", "SessionEnd"})
 
 
 class CodexConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -62,3 +72,13 @@ def hostcore_events() -> EventSpec:
         "produced, lines skipped as malformed, oversized or before a session header with "
         "a cwd, files that could not be read, and whether the sessions folder is missing.",
     )
+
+
+@hookimpl
+def hostcore_agent_event(event: AgentEvent, host: Host) -> None:
+    """At Stop and SessionEnd, ingest that session's transcript now (see INGEST_ON)."""
+    if event.agent != NAME or event.name not in INGEST_ON or not event.transcript_path:
+        return
+    for source in host.sources:
+        if source.name == NAME and isinstance(source, TranscriptSource):
+            ingest_file(host, source, event.transcript_path, seconds=event.budget_seconds)

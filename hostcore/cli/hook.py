@@ -1,0 +1,97 @@
+"""``hostcore hook``'s lean path: the event handled without building the click application.
+
+A hook runs on every tool call an agent makes, so its start is what an agent
+waits for. :mod:`hostcore.__main__` hands an argument list of the form
+``[--root R] [--config C] [-v] hook --agent A`` (what ``hostcore hooks install``
+writes) to :func:`main` before anything else loads; click, the evidence store and
+every plugin that does not implement ``hostcore_agent_event`` stay unloaded. Any
+other form (``hook --help``, an option this parser does not know) returns
+``None`` from :func:`parse` and goes through the full command line, where the
+``hook`` command does the same.
+
+Module level imports only the standard library: :mod:`hostcore.__main__` imports
+this module for every command.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+# As the full command line logs (hostcore.cli.app), without importing it.
+LOG_FORMAT = "hostcore: %(levelname)s: %(message)s"
+
+
+class HookArgs(NamedTuple):
+    root: str | None
+    config: str | None
+    verbose: int
+    agent: str | None
+
+
+def parse(args: list[str]) -> HookArgs | None:
+    """The ``hook`` invocation in ``args``, or ``None`` for anything else."""
+    root = config = agent = None
+    verbose = 0
+    rest = list(args)
+    while rest and rest[0] != "hook":
+        option = rest.pop(0)
+        name, equals, value = option.partition("=")
+        if name in ("--root", "--config"):
+            if not equals:
+                if not rest:
+                    return None
+                value = rest.pop(0)
+            if name == "--root":
+                root = value
+            else:
+                config = value
+        elif option in ("-v", "-vv", "--verbose"):
+            verbose += 2 if option == "-vv" else 1
+        else:
+            return None
+    if not rest:
+        return None
+    rest.pop(0)
+    while rest:
+        name, equals, value = rest.pop(0).partition("=")
+        if name != "--agent":
+            return None
+        if not equals:
+            if not rest:
+                return None
+            value = rest.pop(0)
+        agent = value
+    return HookArgs(root, config, verbose, agent)
+
+
+def main(parsed: HookArgs) -> int:
+    """Handle the event on stdin; always 0 (every fault is noted, never returned)."""
+    started = time.monotonic()
+    import logging
+
+    from hostcore.agents.hook import handle_stdin
+    from hostcore.errors import ConfigError
+    from hostcore.host import Host, prepare_root, resolve_root
+    from hostcore.plugin.loader import PluginSet
+
+    logging.basicConfig(level=[logging.WARNING, logging.INFO, logging.DEBUG][
+        min(parsed.verbose, 2)], format=LOG_FORMAT)
+    env = os.environ
+
+    def root_for() -> Path:
+        if parsed.root is not None and not parsed.root.strip():
+            raise ConfigError("--root is empty")
+        return prepare_root(resolve_root(parsed.root, env), read_only=False)
+
+    def make_host(root: Path, plugins: PluginSet) -> Host:
+        return Host(root=root, config=parsed.config, env=env, plugin_set=plugins)
+
+    handle_stdin(sys.stdin.buffer, agent=parsed.agent, root_for=root_for, env=env,
+                 make_host=make_host, started=started)
+    return 0

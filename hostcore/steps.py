@@ -78,13 +78,14 @@ class _StepThread(threading.Thread):
     def __init__(self, name: str, body: Callable[[], object],
                  lock: Callable[[], AbstractContextManager[None]]) -> None:
         super().__init__(name=f"hostcore-step-{name}", daemon=True)
+        self.step = name
         self._body = body
         self._lock = lock
         self.finished = threading.Event()
         self.result: object = None
         self.error: BaseException | None = None
-        self.started_at: float | None = None
-        # Guards started_at and given_up together: the loop's thread decides whether
+        self._started_at: float | None = None
+        # Guards _started_at and _given_up together: the loop's thread decides whether
         # a step it gives up on had started, and this one whether it may start.
         self._handshake = threading.Lock()
         self._given_up = False
@@ -95,7 +96,7 @@ class _StepThread(threading.Thread):
                 with self._handshake:
                     if self._given_up:
                         return
-                    self.started_at = time.monotonic()
+                    self._started_at = time.monotonic()
                 self.result = self._body()
         except BaseException as exc:  # sys.exit() included: a failed step, not an exit
             self.error = exc
@@ -106,11 +107,11 @@ class _StepThread(threading.Thread):
         """Stop waiting for this step; whether its code had started."""
         with self._handshake:
             self._given_up = True
-            return self.started_at is not None
+            return self._started_at is not None
 
     def running_since(self) -> float | None:
         with self._handshake:
-            return self.started_at
+            return self._started_at
 
 
 def deadline_of(worker: object) -> float:
@@ -175,7 +176,7 @@ def _watch(thread: _StepThread, deadline: float, stop: Any, grace: float) -> str
 def abandoned(scope: Hashable) -> list[str]:
     """The names of the steps abandoned in ``scope`` whose code still runs."""
     _ABANDONED[:] = [(s, t) for s, t in _ABANDONED if t.is_alive()]
-    return [t.name.removeprefix("hostcore-step-") for s, t in _ABANDONED if s == scope]
+    return [t.step for s, t in _ABANDONED if s == scope]
 
 
 # Abandoned step threads of this process, with their scope, pruned as they end.

@@ -105,6 +105,19 @@ def _ensure(registry: HeartbeatRegistry) -> None:
         registry.ensure()
 
 
+def _heal_pid_map(registry: HeartbeatRegistry, instance: str, pid: int,
+                  generation_id: str) -> None:
+    """Write the agent's pid-map entry unless it names this session already (a start
+    killed before writing it left none)."""
+    try:
+        entry = registry.read_pid_map(pid)
+    except RecordError:
+        entry = None
+    if entry is None or entry.instance != instance or entry.generation_id != generation_id:
+        registry.write_pid_map(PidMapEntry(pid=pid, instance=instance,
+                                           generation_id=generation_id))
+
+
 def _step(on_step: OnStep, name: str) -> None:
     if on_step is not None:
         on_step(name)
@@ -137,6 +150,7 @@ def start_agent_session(registry: HeartbeatRegistry, instance: str, *, agent: Ag
             if current.owner_kind == "agent" and same_owner(current.owner, owner):
                 registry.write_heartbeat(msgspec.structs.replace(
                     current, seq=current.seq + 1, refreshed_at=now))
+                _heal_pid_map(registry, instance, owner.pid, current.generation_id)
                 return AgentSessionResult(instance=instance, outcome="resumed",
                                           generation_id=current.generation_id,
                                           owner_pid=owner.pid, wrote=True)

@@ -9,6 +9,10 @@ from hostcore.telemetry import EventSpec
 UNRECORDED_REASONS: tuple[str, ...] = ("unwitnessed", "missing", "terminal", "archived",
                                        "stale", "write-failed")
 
+# The agent hook events custody acts on (see agent_hook.py). Kept here so the plugin's
+# hookimpl returns at once, importing nothing, on every other event (every tool call).
+AGENT_EVENTS_HANDLED = frozenset({"SessionStart", "PostToolUse", "SessionEnd"})
+
 SWEEP_COUNTS = (
     "scanned", "candidates", "deferred", "deleted", "kept_fresh", "kept_live",
     "kept_uncertain", "kept_changed", "kept_refused", "kept_error", "retained", "vanished",

@@ -271,7 +271,7 @@ def test_cli_application_imports_no_domain_package():
 def test_testing_imports_the_host_the_cli_and_the_domains_only_lazily():
     assert breaches(in_layers("testing"), {*BELOW_THE_HOST, "testing"}) == []
     assert breaches(in_layers("testing"), {*BELOW_THE_HOST, "testing", "hostcore.host", "cli",
-                                           "evidence", "export", "workitems"},
+                                           "evidence", "export", "workitems", "agents"},
                     ("lazy",)) == []
 
 

@@ -28,11 +28,12 @@ module level it imports only the foundation modules (:mod:`hostcore.errors`,
 :mod:`~hostcore.records`, :mod:`~hostcore.telemetry`), :mod:`hostcore.plugin` (not
 :mod:`hostcore.plugin.cli`) and itself; :mod:`hostcore.host`, the CLI application
 (:mod:`hostcore.cli`) and the value modules of :mod:`hostcore.evidence`,
-:mod:`hostcore.export` and :mod:`hostcore.workitems` only inside the functions that use
-them. Nothing in hostcore imports it (the 0.1 alias ``hostcore.conformance`` names it,
+:mod:`hostcore.export`, :mod:`hostcore.workitems` and :mod:`hostcore.agents` only inside
+the functions that use them. Nothing in hostcore imports it (the 0.1 alias ``hostcore.conformance`` names it,
 by name).
 """
 
+from hostcore.testing.agent_event import AgentEventConformance
 from hostcore.testing.command import CommandConformance
 from hostcore.testing.destination import DestinationConformance
 from hostcore.testing.fixtures import (
@@ -51,6 +52,7 @@ from hostcore.testing.source import SourceConformance
 from hostcore.testing.worker import WorkerConformance
 
 __all__ = [
+    "AgentEventConformance",
     "CliResult",
     "CommandConformance",
     "DestinationConformance",

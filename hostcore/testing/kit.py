@@ -3,7 +3,8 @@
 One module per kind (:mod:`~hostcore.testing.sink`, :mod:`~hostcore.testing.worker`,
 :mod:`~hostcore.testing.policy_input`, :mod:`~hostcore.testing.provider`,
 :mod:`~hostcore.testing.source`, :mod:`~hostcore.testing.destination`), and one for
-the commands a plugin adds (:mod:`~hostcore.testing.command`); this module holds
+the commands a plugin adds (:mod:`~hostcore.testing.command`) and one for its
+agent-event hook (:mod:`~hostcore.testing.agent_event`); this module holds
 what they share.
 
 Subclass the suite for your plugin's kind in a test module and provide a
@@ -49,6 +50,9 @@ Suites and the fixtures they add (defaults in brackets):
   [required]: the positions the destination holds, read back.
 * :class:`CommandConformance` — ``command_invocations`` [none]: argument lists
   (command name first) that must exit 0 against a fresh root.
+* :class:`AgentEventConformance` — ``agent_events`` [one of each event, both
+  agents] and ``seed_session(host)`` [nothing]: events the plugin does real work
+  for, and what they need (a transcript).
 
 Every suite also takes ``plugin_config`` (the host configuration as a mapping)
 and ``host_env`` (the environment the hosts see, e.g. a fake tool on ``PATH``).

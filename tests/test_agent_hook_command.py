@@ -139,7 +139,7 @@ def test_a_huge_stdin_is_read_to_its_end_dropped_and_counted(root, env):
     process = subprocess.Popen([helpers.HOSTCORE, "--root", str(root), "hook", "--agent",
                                 "claude-code"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, env=env)
-    out, err = process.communicate(data, timeout=60)  # a BrokenPipeError would raise here
+    out, _ = process.communicate(data, timeout=60)  # a BrokenPipeError would raise here
     assert (process.returncode, out) == (0, b"")
     assert helpers.hook_faults(root, env) == {"oversized": 1}
 

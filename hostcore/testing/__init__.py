@@ -29,8 +29,8 @@ module level it imports only the foundation modules (:mod:`hostcore.errors`,
 :mod:`hostcore.plugin.cli`) and itself; :mod:`hostcore.host`, the CLI application
 (:mod:`hostcore.cli`) and the value modules of :mod:`hostcore.evidence`,
 :mod:`hostcore.export`, :mod:`hostcore.workitems` and :mod:`hostcore.agents` only inside
-the functions that use them. Nothing in hostcore imports it (the 0.1 alias ``hostcore.conformance`` names it,
-by name).
+the functions that use them. Nothing in hostcore imports it (the 0.1 alias
+``hostcore.conformance`` names it, by name).
 """
 
 from hostcore.testing.agent_event import AgentEventConformance

@@ -4,7 +4,9 @@ The file primitives delete exactly the bytes that were observed and recover
 deletions interrupted by a dead process; the heartbeat registry gives every live
 session one custody lock for its lifetime (the only lock a session start takes);
 the stale sweep removes heartbeats whose owners are proven dead, fenced by the
-generation it observed. See ``docs/file-custody.md``.
+generation it observed. Agent-owned sessions (:func:`start_agent_session`) are the
+ones an agent's hooks start, refresh and end on its behalf: owned by the agent
+process, one lock per call. See ``docs/file-custody.md``.
 
 On a platform without ``flock`` and ``O_NOFOLLOW`` (Windows) the package still
 imports; :data:`AVAILABLE` is false and every primitive raises
@@ -21,6 +23,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from hostcore_file_custody.agent import AgentProcess, find_agent
+    from hostcore_file_custody.agent_sessions import (
+        AgentSessionResult,
+        end_agent_session,
+        refresh_agent_session,
+        start_agent_session,
+    )
     from hostcore_file_custody.audit import (
         AuditOutcome,
         record_live_sweep_observation,
@@ -29,6 +38,7 @@ if TYPE_CHECKING:
     from hostcore_file_custody.custody import Custody
     from hostcore_file_custody.deletion import DeleteFileResult, delete_file_if_unchanged
     from hostcore_file_custody.errors import (
+        AgentUnresolved,
         CustodyError,
         CustodyRefused,
         CustodyUnavailable,
@@ -61,12 +71,16 @@ if TYPE_CHECKING:
         capture_file_revision,
         file_revision_matches,
     )
+    from hostcore_file_custody.sessions import SessionView, list_sessions
     from hostcore_file_custody.support import AVAILABLE
     from hostcore_file_custody.sweep import StaleSweep, SweepReport, sweep_stale_heartbeats
     from hostcore_file_custody.writers import HeartbeatWriter, LiveCoordinationWriter
 
 _HOMES = {
     "AVAILABLE": "hostcore_file_custody.support",
+    "AgentProcess": "hostcore_file_custody.agent",
+    "AgentSessionResult": "hostcore_file_custody.agent_sessions",
+    "AgentUnresolved": "hostcore_file_custody.errors",
     "AuditOutcome": "hostcore_file_custody.audit",
     "Custody": "hostcore_file_custody.custody",
     "CustodyError": "hostcore_file_custody.errors",
@@ -89,6 +103,7 @@ _HOMES = {
     "RegistryRefused": "hostcore_file_custody.errors",
     "ReleaseResult": "hostcore_file_custody.release",
     "Session": "hostcore_file_custody.registry",
+    "SessionView": "hostcore_file_custody.sessions",
     "StaleSweep": "hostcore_file_custody.sweep",
     "SweepHooks": "hostcore_file_custody.hooks",
     "SweepReport": "hostcore_file_custody.sweep",
@@ -98,13 +113,18 @@ _HOMES = {
     "capture_file_revision": "hostcore_file_custody.revision",
     "current_owner": "hostcore_file_custody.owner",
     "delete_file_if_unchanged": "hostcore_file_custody.deletion",
+    "end_agent_session": "hostcore_file_custody.agent_sessions",
     "file_revision_matches": "hostcore_file_custody.revision",
+    "find_agent": "hostcore_file_custody.agent",
+    "list_sessions": "hostcore_file_custody.sessions",
     "owner_liveness": "hostcore_file_custody.owner",
     "pending_custody": "hostcore_file_custody.private",
     "record_live_sweep_observation": "hostcore_file_custody.audit",
     "record_sweep_unrecorded": "hostcore_file_custody.audit",
     "recover_interrupted_file_deletions": "hostcore_file_custody.recovery",
+    "refresh_agent_session": "hostcore_file_custody.agent_sessions",
     "release_custody": "hostcore_file_custody.release",
+    "start_agent_session": "hostcore_file_custody.agent_sessions",
     "sweep_stale_heartbeats": "hostcore_file_custody.sweep",
     "with_generation_custody": "hostcore_file_custody.registry",
 }
@@ -112,6 +132,9 @@ _HOMES = {
 __all__ = [
     "AVAILABLE",
     "LOCKS",
+    "AgentProcess",
+    "AgentSessionResult",
+    "AgentUnresolved",
     "AuditOutcome",
     "Custody",
     "CustodyError",
@@ -133,6 +156,7 @@ __all__ = [
     "RegistryRefused",
     "ReleaseResult",
     "Session",
+    "SessionView",
     "StaleSweep",
     "SweepHooks",
     "SweepReport",
@@ -142,13 +166,18 @@ __all__ = [
     "capture_file_revision",
     "current_owner",
     "delete_file_if_unchanged",
+    "end_agent_session",
     "file_revision_matches",
+    "find_agent",
+    "list_sessions",
     "owner_liveness",
     "pending_custody",
     "record_live_sweep_observation",
     "record_sweep_unrecorded",
     "recover_interrupted_file_deletions",
+    "refresh_agent_session",
     "release_custody",
+    "start_agent_session",
     "sweep_stale_heartbeats",
     "with_generation_custody",
 ]

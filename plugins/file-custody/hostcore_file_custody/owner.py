@@ -29,7 +29,6 @@ from __future__ import annotations
 import enum
 import functools
 import os
-import socket
 import sys
 from pathlib import Path
 
@@ -105,12 +104,22 @@ def _static_identity() -> tuple[str, str, str]:
     return machine_id, boot_id, namespace
 
 
+def _hostname() -> str:
+    """The kernel's node name, which ``gethostname()`` returns, read without importing
+    ``socket``: a hook (run on every tool call) would pay for it for this one string."""
+    if hasattr(os, "uname"):
+        return os.uname().nodename
+    import socket  # Windows has no uname
+
+    return socket.gethostname()
+
+
 @functools.lru_cache(maxsize=4)
 def _host_identity(pid: int) -> HostIdentity:
     # Keyed by PID: a forked child (possibly unshared into a new namespace) reads afresh.
     machine_id, boot_id, namespace = _static_identity()
     return HostIdentity(
-        hostname=socket.gethostname(),
+        hostname=_hostname(),
         machine_id=machine_id,
         platform=sys.platform,
         pid_namespace=namespace,

@@ -5,7 +5,10 @@ defaults of a real server; Unix socket only), builds a store of permitted rows,
 and in the same run measures:
 
 1. raw: the same rows, read once from the seam into memory, COPYed (binary) by
-   psycopg into an identical table, one transaction per 10,000 rows (the baseline);
+   psycopg into an identical table, one transaction per 10,000 rows (the baseline),
+   and the same COPY into the destination's own table, whose guards (schema
+   version 2: the trigger checking each row's origin, the per-push audit) are
+   what isolating machines costs;
 2. export: ``Exporter.run()`` (the engine of ``hostcore export``) pushing every row
    into empty tables, as rows/s and as a ratio to (1). Goal >= 0.5x. Then what
    the rows take on disk, and the same rows INSERTed by psycopg's pipelined
@@ -88,7 +91,8 @@ def reset(dsn: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("DROP SCHEMA IF EXISTS raw CASCADE")
         conn.execute("DO $$ BEGIN IF to_regclass('hostcore.rows') IS NOT NULL THEN "
-                     "TRUNCATE hostcore.rows, hostcore.refs; END IF; END $$")
+                     "TRUNCATE hostcore.rows, hostcore.refs, hostcore.pushes, "
+                     "hostcore.origins; END IF; END $$")
         conn.execute("CHECKPOINT")
 
 
@@ -118,16 +122,22 @@ def raw_table(conn: psycopg.Connection[Any]) -> None:
     conn.commit()
 
 
-def raw_rate(dsn: str, rows: list[tuple[Any, ...]]) -> float:
-    """Seconds psycopg takes to COPY ``rows`` (binary, 10,000 per transaction)."""
+def raw_rate(dsn: str, rows: list[tuple[Any, ...]], *, guarded: bool = False) -> float:
+    """Seconds psycopg takes to COPY ``rows`` (binary, 10,000 per transaction) into a
+    plain copy of the rows table, or (``guarded``) into the destination's own."""
     reset(dsn)
     with psycopg.connect(dsn) as conn:
         conn.adapters.register_dumper(None, RawJson)
         raw_table(conn)
+        table = "raw.rows"
+        if guarded:  # the origin claimed by this role, as its first push would
+            table = "hostcore.rows"
+            conn.execute("SELECT hostcore.claim_origin(%s)", (rows[0][1],))
+            conn.commit()
         started = time.perf_counter()
         for start in range(0, len(rows), BATCH_ROWS):
             with conn.cursor() as cursor, cursor.copy(
-                    f"COPY raw.rows ({COPY_COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy:
+                    f"COPY {table} ({COPY_COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy:
                 copy.set_types(COPY_TYPES)
                 for row in rows[start:start + BATCH_ROWS]:
                     copy.write_row(row)
@@ -234,11 +244,12 @@ def main() -> None:
               f"built in {time.perf_counter() - started:.1f} s")
 
         copy_rows = seam_rows(work / "rate", origin)
-        raw_runs, export_runs = [], []
+        raw_runs, guarded_runs, export_runs = [], [], []
         for _ in range(args.repeat):
             raw_runs.append(raw_rate(dsn, copy_rows))
+            guarded_runs.append(raw_rate(dsn, copy_rows, guarded=True))
             export_runs.append(export_rate(work / "rate", dsn))
-        raw_s = min(raw_runs)
+        raw_s, guarded_s = min(raw_runs), min(guarded_runs)
         pushed, export_s = min(export_runs, key=lambda run: run[1])
         with psycopg.connect(dsn) as conn:  # what the last export left
             disk, count = conn.execute("SELECT pg_total_relation_size('hostcore.rows'), "
@@ -247,6 +258,9 @@ def main() -> None:
         del copy_rows
         print(f"raw COPY:    {rows:>10,} rows in {raw_s:6.2f} s = {rows / raw_s:>10,.0f} rows/s "
               f"(psycopg, binary, {BATCH_ROWS:,} per transaction; best of {args.repeat})")
+        print(f"guarded:     {rows:>10,} rows in {guarded_s:6.2f} s = "
+              f"{rows / guarded_s:>10,.0f} rows/s (the same COPY into the destination's "
+              f"table, its guards on); guarded/raw {raw_s / guarded_s:.2f}x")
         print(f"export:      {pushed:>10,} rows in {export_s:6.2f} s = "
               f"{pushed / export_s:>10,.0f} rows/s (best of {args.repeat})")
         print(f"export/raw:  {(pushed / export_s) / (rows / raw_s):.2f}x (goal >= 0.5x)")

@@ -22,8 +22,8 @@ from hostcore.export.exporter import (
     BACKOFF_PATH,
     AdoptRefused,
     BackoffFile,
-    Exporter,
     ExportDeferred,
+    Exporter,
     backoff_delay,
 )
 from hostcore.timestamps import parse

@@ -15,7 +15,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,9 @@ _databases = itertools.count()
 _roles = itertools.count()
 DOC = Path(__file__).resolve().parents[3] / "docs" / "postgres.md"
 MACHINE_PASSWORD = "machine-role-pw-1"
+# [plugins.export] for tests whose next run follows a failure at once: a back-off of
+# 10 ms. (The back-off itself is tested in test_postgres_backoff.py.)
+QUICK_RETRY = {"backoff_seconds": 0.01, "backoff_max_seconds": 0.01}
 
 
 @pytest.fixture(scope="session")
@@ -57,10 +60,13 @@ def pg(pg_server: LocalServer) -> Pg:
 class Pg:
     server: LocalServer
     dsn: str  # the superuser's, to this test's database
+    quick_retry: Mapping[str, float] = field(default_factory=lambda: QUICK_RETRY)
 
     def config(self, dsn: str | None = None, **extra: Any) -> dict[str, Any]:
-        """A host configuration pushing into this test's database."""
-        return {"plugins": {"postgres-destination": {"dsn": dsn or self.dsn, **extra}}}
+        """A host configuration pushing into this test's database (with the short
+        back-off of :data:`QUICK_RETRY`)."""
+        return {"plugins": {"postgres-destination": {"dsn": dsn or self.dsn, **extra},
+                            "export": QUICK_RETRY}}
 
     def query(self, statement: str, params: tuple[Any, ...] = (),
               dsn: str | None = None) -> list[tuple[Any, ...]]:

@@ -19,6 +19,8 @@ from hostcore_postgres.schema import SCHEMA_VERSION
 from hostcore.host import Host
 
 SECRET = "s3cret-Pa55-do-not-leak"
+# A 10 ms back-off: each case's next run follows its failure at once.
+QUICK_RETRY = {"backoff_seconds": 0.01, "backoff_max_seconds": 0.01}
 
 
 def export(pg, root: Path, *args: str, **env: str):
@@ -183,7 +185,8 @@ def _fix(pg, case: str) -> None:
 
 def _toml(table: dict[str, str]) -> str:
     body = "\n".join(f'{k} = "{v}"' for k, v in table.items())
-    return f"[plugins.postgres-destination]\n{body}\n"
+    retry = "\n".join(f"{k} = {v}" for k, v in QUICK_RETRY.items())
+    return f"[plugins.postgres-destination]\n{body}\n[plugins.export]\n{retry}\n"
 
 
 def test_a_minimal_role_on_a_database_without_the_schema_is_told_who_must_create_it(

@@ -69,6 +69,21 @@ def test_the_schema_as_printed_is_the_schema_the_destination_accepts(pg):
     assert pg.query("SELECT version FROM hostcore.schema_version") == [(1,)]
 
 
+def test_version_2_as_printed_on_version_1_is_the_schema_migrate_creates(pg):
+    for block in ("-- schema version 1", "-- schema version 2 (from version 1)"):
+        for statement in statements(sql_block(block)):
+            pg.query(statement)
+    destination = PostgresDestination(pg.dsn)
+    try:
+        assert destination.migrate() == (2, 2), "nothing left to migrate"
+        assert destination.push(batch(1, 2)).content == 2  # its tables and guards checked
+    finally:
+        destination.close()
+    assert pg.query("SELECT machine, rows FROM hostcore.exported") == [("postgres", 2)]
+    assert pg.query("SELECT role FROM hostcore.origins WHERE origin = 'doc-origin'") == [
+        ("postgres",)]
+
+
 @pytest.fixture
 def machine(pg):
     """The schema created by the owner's first push, and the doc's minimal role."""

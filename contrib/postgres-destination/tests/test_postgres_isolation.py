@@ -33,7 +33,8 @@ def fleet(pg, tmp_path):
     owner.migrate()
     owner.close()
     victim, attacker = pg.machine("victim"), pg.machine("attacker")
-    config = {"plugins": {"postgres-destination": {"dsn_env": "PG_MACHINE_DSN"}}}
+    config = {"plugins": {"postgres-destination": {"dsn_env": "PG_MACHINE_DSN"},
+                          "export": pg.quick_retry}}
     victim_root, attacker_root = tmp_path / "victim", tmp_path / "attacker"
     origin = pg.fill_root(victim_root, config, rows=40)
     attacker_origin = pg.fill_root(attacker_root, config, rows=5)

@@ -78,7 +78,8 @@ def test_migrate_as_a_machine_role_is_one_line_naming_who_must_run_it(pg, tmp_pa
 def test_a_version_1_schema_migrates_keeping_rows_and_attribution_then_isolates(
         pg, tmp_path):
     version_1_schema(pg)
-    config = {"plugins": {"postgres-destination": {"dsn_env": "PG_MACHINE_DSN"}}}
+    config = {"plugins": {"postgres-destination": {"dsn_env": "PG_MACHINE_DSN"},
+                          "export": pg.quick_retry}}
     machines = [pg.machine("old"), pg.machine("old")]
     roots = [tmp_path / f"host-{n}" for n in range(2)]
     origins = [pg.fill_root(root, config, rows=12) for root in roots]
@@ -117,7 +118,8 @@ def test_an_origin_a_version_1_writer_took_over_shows_in_status_and_stops_the_ex
     kept; a victim whose origin went to another role is told so by status and by its
     export, instead of trusting a row someone else controls."""
     version_1_schema(pg)
-    config = {"plugins": {"postgres-destination": {"dsn_env": "PG_MACHINE_DSN"}}}
+    config = {"plugins": {"postgres-destination": {"dsn_env": "PG_MACHINE_DSN"},
+                          "export": pg.quick_retry}}
     victim, attacker = pg.machine("victim"), pg.machine("attacker")
     root = tmp_path / "victim"
     origin = pg.fill_root(root, config, rows=4)

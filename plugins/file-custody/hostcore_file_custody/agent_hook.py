@@ -8,22 +8,25 @@
 Every other event returns at once: the hook runs on every tool call. The session id is
 the agent's input, so it is untrusted like any record: it becomes the instance name
 only when it is one plain name component (letters, digits, ``-``, ``_``; an agent's
-UUID is), and is refused as it stands otherwise (:class:`~.errors.CustodyError`),
-never cut down or rewritten. A refusal or a held instance raises: ``hostcore hook``
-counts it as that plugin's fault and the agent goes on. The registry is the host's
-configured one, created on the first start; nothing here logs a session id or a path.
+UUID is), and is refused as it stands otherwise, never cut down or rewritten. A refusal, a held instance or an OS error raises
+:class:`~.errors.AgentEventRefused`, whose message names only the event and why:
+``hostcore hook`` logs it, counts it as that plugin's fault, and the agent goes on. The
+registry is the host's configured one, created on the first start.
 """
 
 from __future__ import annotations
 
+import errno
 from typing import TYPE_CHECKING
 
+from hostcore.errors import RecordError
 from hostcore_file_custody.agent_sessions import (
     AgentSessionResult,
     end_agent_session,
     refresh_agent_session,
     start_agent_session,
 )
+from hostcore_file_custody.errors import AgentEventRefused, CustodyError
 from hostcore_file_custody.events import AGENT_EVENTS_HANDLED
 from hostcore_file_custody.registry import START_WAIT_SECONDS, HeartbeatRegistry, check_instance
 from hostcore_file_custody.support import AVAILABLE
@@ -42,12 +45,23 @@ def handle_agent_event(event: AgentEvent, host: Host) -> AgentSessionResult | No
     custody does not handle, and where custody cannot run (Windows)."""
     if event.name not in AGENT_EVENTS_HANDLED or not AVAILABLE:
         return None
-    instance = check_instance(event.session_id)
     registry = HeartbeatRegistry(registry_path(host))
     # A held lock is waited on only within what is left of the hook's budget.
     wait = min(START_WAIT_SECONDS, max(_MIN_WAIT_SECONDS, event.budget_seconds))
-    if event.name == "SessionStart":
-        return start_agent_session(registry, instance, wait_seconds=wait)
-    if event.name == "PostToolUse":
-        return refresh_agent_session(registry, instance, wait_seconds=wait)
-    return end_agent_session(registry, instance, wait_seconds=wait)
+    try:
+        instance = check_instance(event.session_id)
+        if event.name == "SessionStart":
+            return start_agent_session(registry, instance, wait_seconds=wait)
+        if event.name == "PostToolUse":
+            return refresh_agent_session(registry, instance, wait_seconds=wait)
+        return end_agent_session(registry, instance, wait_seconds=wait)
+    except (CustodyError, RecordError, OSError) as exc:
+        # Their messages name the session id and registry paths: the hook logs only why.
+        raise AgentEventRefused(event.name, _reason(exc)) from None
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return errno.errorcode.get(exc.errno, type(exc).__name__)
+    reason = getattr(exc, "reason", None)
+    return f"{type(exc).__name__} ({reason})" if isinstance(reason, str) else type(exc).__name__

@@ -90,6 +90,13 @@ def same_owner(recorded: OwnerRecord, owner: OwnerRecord) -> bool:
             and recorded.host.same_process_space(owner.host))
 
 
+def _liveness(registry: HeartbeatRegistry, instance: str, owner: OwnerRecord) -> Liveness:
+    """The owner's liveness judged while holding the instance's lock: an owner whose
+    lifetime lock is that lock is known to hold it no longer (as the sweep judges)."""
+    ours = owner.lock == str(registry.lock_path(instance))
+    return owner_liveness(owner, lock_free=True if ours else None, probe=False)
+
+
 def _read_heartbeat(registry: HeartbeatRegistry, instance: str) -> Heartbeat | None:
     # A disposable cache: a malformed or oversized one is as good as absent here.
     try:
@@ -154,7 +161,7 @@ def start_agent_session(registry: HeartbeatRegistry, instance: str, *, agent: Ag
                 return AgentSessionResult(instance=instance, outcome="resumed",
                                           generation_id=current.generation_id,
                                           owner_pid=owner.pid, wrote=True)
-            verdict = owner_liveness(current.owner, probe=False)
+            verdict = _liveness(registry, instance, current.owner)
             if verdict is not Liveness.DEAD:
                 raise CustodyRefused(
                     f"{instance}: the current generation's owner is {verdict}; not replaced",
@@ -191,7 +198,9 @@ def refresh_agent_session(registry: HeartbeatRegistry, instance: str, *, agent: 
     if current.ended_at is not None:
         return AgentSessionResult(instance=instance, outcome="already-ended",
                                   generation_id=current.generation_id)
-    if time.time() - current.refreshed_at < interval:
+    # A refresh time in the future means the clock was set back: refresh then, or the
+    # heartbeat would wait out the gap unrefreshed.
+    if 0.0 <= time.time() - current.refreshed_at < interval:
         return AgentSessionResult(instance=instance, outcome="unchanged",
                                   generation_id=current.generation_id,
                                   owner_pid=current.owner.pid)
@@ -248,7 +257,7 @@ def end_agent_session(registry: HeartbeatRegistry, instance: str, *, agent: Agen
         if current is not None and current.generation_id != record.generation_id:
             current = None  # a replaced generation's cache: not this end's to mark
         if (current is not None and (owner is None or not same_owner(current.owner, owner))
-                and owner_liveness(current.owner, probe=False) is Liveness.ALIVE):
+                and _liveness(registry, instance, current.owner) is Liveness.ALIVE):
             return AgentSessionResult(instance=instance, outcome="other-owner",
                                       generation_id=record.generation_id)
         now = time.time()

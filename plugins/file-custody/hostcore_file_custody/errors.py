@@ -110,3 +110,13 @@ class AgentUnresolved(CustodyError):
     def __init__(self, message: str, reason: str) -> None:
         super().__init__(message)
         self.reason = reason
+
+
+class AgentEventRefused(CustodyError):
+    """File custody could not act on an agent's hook event. The message names the event
+    and ``reason`` (a :class:`CustodyError`'s reason, an OS error's code, or the error's
+    type) and nothing else: it reaches the hook's log, where no session id or path may."""
+
+    def __init__(self, event: str, reason: str) -> None:
+        super().__init__(f"file custody could not act on {event}: {reason}")
+        self.reason = reason

@@ -440,12 +440,38 @@ def test_a_session_id_that_is_no_plain_name_starts_nothing_and_is_a_counted_faul
     payloads.mkdir()
     agent = agents("unused")
 
-    _run_hook(agent, _hook_line(root, payloads, "SessionStart", session_id="../escape"))
+    stderr = tmp_path / "hook-stderr.txt"
+    _run_hook(agent, _hook_line(root, payloads, "SessionStart", session_id="../escape")
+              + f" 2> {stderr}")
 
     registry = HeartbeatRegistry(root / "plugins" / "file-custody" / "registry")
     assert not registry.heartbeats_dir.exists() or os.listdir(registry.heartbeats_dir) == []
     assert not (tmp_path / "escape.json").exists()
     assert [f.kind for f in faults(root)] == ["plugin_failed"]
+    # The fault is logged by why, never by the session id or a path.
+    logged = stderr.read_text()
+    assert "could not act on SessionStart" in logged
+    assert "escape" not in logged and str(tmp_path) not in logged
+
+
+def test_a_start_refused_by_a_live_owner_is_logged_without_the_session_id_or_paths(
+        tmp_path, agents):
+    from hostcore.agents.faults import faults
+
+    root, payloads = tmp_path / "root", tmp_path / "payloads"
+    payloads.mkdir()
+    registry = HeartbeatRegistry(root / "plugins" / "file-custody" / "registry").ensure()
+    start_agent_session(registry, SESSION_ID, agent=os.getpid())  # this test's process
+    agent = agents("unused")
+    stderr = tmp_path / "hook-stderr.txt"
+
+    _run_hook(agent, _hook_line(root, payloads, "SessionStart") + f" 2> {stderr}")
+
+    assert registry.read_heartbeat(SESSION_ID).owner.pid == os.getpid()  # not taken over
+    assert [f.kind for f in faults(root)] == ["plugin_failed"]
+    logged = stderr.read_text()
+    assert "CustodyRefused (held)" in logged
+    assert SESSION_ID not in logged and str(tmp_path) not in logged
 
 
 def test_custody_sessions_lists_each_session_with_its_owner(hostcore_cli, register_plugin,

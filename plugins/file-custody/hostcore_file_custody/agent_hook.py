@@ -8,10 +8,11 @@
 Every other event returns at once: the hook runs on every tool call. The session id is
 the agent's input, so it is untrusted like any record: it becomes the instance name
 only when it is one plain name component (letters, digits, ``-``, ``_``; an agent's
-UUID is), and is refused as it stands otherwise, never cut down or rewritten. A refusal, a held instance or an OS error raises
-:class:`~.errors.AgentEventRefused`, whose message names only the event and why:
-``hostcore hook`` logs it, counts it as that plugin's fault, and the agent goes on. The
-registry is the host's configured one, created on the first start.
+UUID is), and is refused as it stands otherwise, never cut down or rewritten. A
+refusal, a held instance or an OS error raises :class:`~.errors.AgentEventRefused`,
+whose message names only the event and why: ``hostcore hook`` logs it, counts it as
+that plugin's fault, and the agent goes on. The registry is the host's configured one,
+created on the first start.
 """
 
 from __future__ import annotations

@@ -85,8 +85,9 @@ class AgentEventConformance(_PluginSuite):
             contract_failure(f"{HOOK} raised for a {event.agent} {event.name} event; the hook "
                              "would fail the plugin for that run and count a fault.", raised=exc)
         took = time.monotonic() - started
-        require(result is None, f"{HOOK} returned {type(result).__name__} for {event.name}; "
-                                "it must return None")
+        # The caller gathers what the implementation returned that is not None.
+        require(result == [], f"{HOOK} returned {result!r} for {event.name}; it must "
+                              "return None")
         require(not printed.getvalue(),
                 f"{HOOK} printed on stdout for {event.name}: stdout is the agent's, which "
                 f"reads it as hook output; log instead. Printed: {printed.getvalue()[:200]!r}")

@@ -1,0 +1,79 @@
+"""AgentEventConformance: a well-behaved agent-event plugin passes it as an author runs it;
+one that prints, raises, overstays its budget or is slow on tool events fails, saying so."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+HEADER = """
+import time
+
+import pytest
+
+from hostcore import hookimpl
+from hostcore.testing import AgentEventConformance
+
+
+class TestAuthorPlugin(AgentEventConformance):
+    @pytest.fixture
+    def plugin(self):
+        return Plugin()
+"""
+
+
+@pytest.fixture
+def run_kit(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+
+    def run(body: str):
+        pytester.makepyfile(test_author_plugin=HEADER + textwrap.dedent(body))
+        return pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider",
+                                            "-p", "hostcore.testing")
+
+    return run
+
+
+def test_a_plugin_that_counts_stops_passes_every_check(run_kit):
+    result = run_kit("""
+        class Plugin:
+            stops = 0
+
+            @hookimpl
+            def hostcore_agent_event(self, event, host):
+                if event.name == "Stop":
+                    Plugin.stops += 1
+    """)
+    result.assert_outcomes(passed=4)
+
+
+@pytest.mark.parametrize(("body", "says"), [
+    ("print('hello', event.name)", "printed on stdout for SessionStart"),
+    ("raise KeyError(event.name)", "raised for a claude-code SessionStart event"),
+    ("time.sleep(event.budget_seconds + 0.4)", "s of budget"),
+    ("return 'yes'", "returned ['yes'] for SessionStart"),
+])
+def test_a_misbehaving_plugin_fails_naming_what_it_did(run_kit, body, says):
+    result = run_kit(f"""
+        class Plugin:
+            @hookimpl
+            def hostcore_agent_event(self, event, host):
+                {body}
+    """)
+    assert result.ret != 0
+    assert says in " ".join(result.stdout.str().split())
+
+
+def test_a_plugin_slow_on_every_tool_call_fails(run_kit):
+    result = run_kit("""
+        class Plugin:
+            @hookimpl
+            def hostcore_agent_event(self, event, host):
+                if event.name.endswith("ToolUse"):
+                    time.sleep(0.05)
+    """)
+    result.assert_outcomes(passed=3, failed=1)
+    assert "per tool event on average" in result.stdout.str()

@@ -5,7 +5,9 @@ acquisitions to every session start. In one run this script measures:
 
 * **session start**: lock acquisitions (every ``flock`` attempt and in-process
   custody mutex, counted by ``hostcore_file_custody.LOCKS``) and wall time per
-  ``HeartbeatRegistry.start_session`` (target: at most 1 lock);
+  ``HeartbeatRegistry.start_session`` (target: at most 1 lock), and the same per
+  agent-owned start, refresh within its interval and end (``start_agent_session``,
+  ``refresh_agent_session``, ``end_agent_session``: target at most 1 lock each);
 * **stale sweep**: a registry of ``--heartbeats`` sessions (default 10,000), each
   with its heartbeat, pid-map entry and prompt hash, of which ``--stale`` (default
   1%) died an hour ago. The sweep's wall time is divided by a plain
@@ -54,6 +56,9 @@ from hostcore_file_custody import (
     PidMapEntry,
     StaleSweep,
     current_owner,
+    end_agent_session,
+    refresh_agent_session,
+    start_agent_session,
 )
 from hostcore_file_custody.registry import new_generation_id
 
@@ -158,6 +163,24 @@ def bench_session_start(root: Path) -> tuple[float, float]:
     for session in sessions:
         session.close()
     return locks, elapsed / SESSION_STARTS
+
+
+def bench_agent_session(root: Path) -> dict[str, float]:
+    """Lock acquisitions and wall time per agent-owned start, refresh within its
+    interval, and end (the owner is this process, read from /proc each call as a hook
+    does)."""
+    registry = HeartbeatRegistry(root / "agent-starts").ensure()
+    me = os.getpid()
+    costs: dict[str, float] = {}
+    for name, action in (("start", start_agent_session), ("refresh", refresh_agent_session),
+                         ("end", end_agent_session)):
+        before = LOCKS.acquisitions
+        started = time.perf_counter()
+        for i in range(SESSION_STARTS):
+            action(registry, f"agent-{i:04d}", agent=me)
+        costs[f"{name}_ms"] = (time.perf_counter() - started) * 1000 / SESSION_STARTS
+        costs[f"{name}_locks"] = (LOCKS.acquisitions - before) / SESSION_STARTS
+    return costs
 
 
 def percentile(samples: list[float], share: float) -> float:
@@ -294,6 +317,12 @@ def main() -> None:
         print(f"session start: {locks_per_start:.2f} lock acquisitions "
               f"(target <= {LOCK_TARGET}; withdrawn design ~50), "
               f"{start_seconds * 1000:.2f} ms each over {SESSION_STARTS} starts")
+        agent = bench_agent_session(root)
+        print(f"agent-owned session: start {agent['start_locks']:.2f} locks "
+              f"{agent['start_ms']:.2f} ms, refresh within the interval "
+              f"{agent['refresh_locks']:.2f} locks {agent['refresh_ms']:.2f} ms, end "
+              f"{agent['end_locks']:.2f} locks {agent['end_ms']:.2f} ms "
+              f"(target <= {LOCK_TARGET} each)")
 
         registry = HeartbeatRegistry(root / "registry")
         ratios, sweeps, raws = [], [], []
@@ -347,6 +376,7 @@ def main() -> None:
               f"(1 flock + 4 renames, median {lat['raw_median'] * 1e3:.2f} ms) -> ratio "
               f"{lat['idle_median'] / lat['raw_median']:.2f}")
         verdicts = {"locks per start": locks_per_start <= LOCK_TARGET,
+                    "locks per agent-owned start": agent["start_locks"] <= LOCK_TARGET,
                     "sweep vs raw": ratio <= RATIO_TARGET,
                     "start p99 under a sweep": p99_ratio <= P99_TARGET}
         missed = [name for name, met in verdicts.items() if not met]

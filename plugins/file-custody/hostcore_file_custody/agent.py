@@ -16,8 +16,11 @@ and Codex's npm launcher is the parent of the native ``codex``, which is the nea
 The owner identity is the PID plus its start time (field 22), read only where
 ``/proc`` shows this process's own PID namespace (the gate :mod:`.owner` applies):
 elsewhere a PID read in ``/proc`` is another namespace's, and nothing is resolved.
-The walk stops at PID 1 and after :data:`MAX_ANCESTORS` steps: an orphaned hook
-(its agent gone, re-parented to init) has no agent, and no session is started for it.
+The walk stops at an init system or subreaper (:data:`INIT_COMMANDS`: ``init``,
+``systemd``, ``tini``, ``dumb-init``, ...), past PID 1 and after :data:`MAX_ANCESTORS`
+steps: an orphaned hook (its agent gone, re-parented) has no agent, and no session is
+started for it. A PID 1 that is none of those (an agent run as a container's first
+process) is an agent like any other.
 """
 
 from __future__ import annotations
@@ -37,6 +40,13 @@ from hostcore_file_custody.owner import (
 RUNNER_COMMANDS = frozenset({
     "sh", "bash", "dash", "zsh", "fish", "ksh", "mksh", "ash", "busybox",
     "env", "timeout", "nohup", "nice", "setsid", "stdbuf", "time", "uv", "uvx",
+})
+# Init systems and subreapers: an orphaned hook is re-parented to one of them, so
+# meeting one means the agent is gone. Any other PID 1 (an agent run as a container's
+# first process) is an agent like any other.
+INIT_COMMANDS = frozenset({
+    "init", "systemd", "tini", "dumb-init", "docker-init", "catatonit", "s6-svscan",
+    "runit", "launchd",
 })
 # A hook command line nests a few runners at most (timeout env sh -c ...).
 MAX_ANCESTORS = 8
@@ -73,8 +83,8 @@ def agent_process(pid: int) -> AgentProcess:
 
 def find_agent(pid: int | None = None) -> AgentProcess:
     """The nearest ancestor of ``pid`` (default: this process) that is not a shell or a
-    hook runner. Raises :class:`AgentUnresolved` when the walk reaches PID 1 (an orphaned
-    hook), goes past :data:`MAX_ANCESTORS`, or cannot read ``/proc``."""
+    hook runner. Raises :class:`AgentUnresolved` when the walk meets an init system (an
+    orphaned hook), goes past PID 1 or :data:`MAX_ANCESTORS`, or cannot read ``/proc``."""
     _gate()
     current = os.getpid() if pid is None else pid
     start = read_proc_stat(current)
@@ -82,10 +92,10 @@ def find_agent(pid: int | None = None) -> AgentProcess:
         raise AgentUnresolved(f"process {current} is gone or unreadable", "gone")
     parent = start[1]
     for _ in range(MAX_ANCESTORS):
-        if parent <= 1:
+        stat = read_proc_stat(parent) if parent > 0 else None
+        if parent <= 0 or (stat is not None and stat[0] in INIT_COMMANDS):
             raise AgentUnresolved("no agent among the ancestors (the hook was re-parented "
-                                  "to init: its agent is gone)", "orphaned")
-        stat = read_proc_stat(parent)
+                                  "to init or a subreaper: its agent is gone)", "orphaned")
         if stat is None:
             raise AgentUnresolved(f"ancestor {parent} is gone or unreadable", "gone")
         command, grandparent, start_ticks = stat

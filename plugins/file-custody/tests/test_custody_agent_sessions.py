@@ -379,6 +379,17 @@ def test_a_heartbeat_of_a_newer_version_is_kept_unjudged(registry, kit):
     assert registry.heartbeat_present("alpha")
 
 
+def test_a_hook_orphaned_to_an_init_system_starts_no_session(registry):
+    # The reaper names itself tini and adopts the hook once the shell that started it
+    # exits: the hook's agent is gone, and no owner is made up for it.
+    reaper = subprocess.run([sys.executable, str(CHILD), "reaper", str(registry.root),
+                             "alpha"], capture_output=True, text=True, timeout=WAIT)
+    assert reaper.returncode == 0, reaper.stderr
+    assert json.loads(reaper.stdout) == {"unresolved": "orphaned"}
+    assert not registry.heartbeat_present("alpha")
+    assert registry.read_generation("alpha") is None
+
+
 def test_the_agent_of_this_process_is_its_nearest_ancestor_not_a_shell():
     # Walking up from a child of a shell run by this process skips the shell.
     shell = subprocess.run(

@@ -2,6 +2,7 @@
 
 Usage: custody_agent_child.py agent <registry> <instance>
        custody_agent_child.py hook <start|refresh|end> <registry> <instance> [pause-step]
+       custody_agent_child.py reaper <registry> <instance>
 
 ``agent`` is the long-lived agent process. It prints ``ready <pid>``, then reads one
 command per line on stdin and runs it as a hook, the way the agents do:
@@ -16,10 +17,16 @@ sleeps, so the test can SIGKILL it there.
 
 ``hook`` performs one start, refresh or end with the agent found from its ancestors,
 and prints the result as JSON (with the command name of its parent as ``via``).
+
+``reaper`` plays an init system: it names itself ``tini`` and becomes a child
+subreaper, then has a shell start a hook in the background and exit, so the hook is
+orphaned (re-parented to the reaper) before it starts its session; it prints what the
+hook printed: the result, or ``{"unresolved": <reason>}``.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import shlex
@@ -34,7 +41,11 @@ from hostcore_file_custody.agent_sessions import (
     refresh_agent_session,
     start_agent_session,
 )
+from hostcore_file_custody.errors import AgentUnresolved
 from hostcore_file_custody.owner import read_proc_stat
+
+PR_SET_NAME = 15
+PR_SET_CHILD_SUBREAPER = 36
 
 ACTIONS = {"start": start_agent_session, "refresh": refresh_agent_session,
            "end": end_agent_session}
@@ -73,8 +84,29 @@ def agent(root: str, instance: str) -> None:
         print(f"done {child.wait()}", flush=True)
 
 
+def reaper(root: str, instance: str) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_NAME, b"tini", 0, 0, 0)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+    orphan = shlex.join([sys.executable, os.path.abspath(__file__), "orphan", root, instance,
+                         str(os.getpid())])
+    subprocess.run(["sh", "-c", f"{orphan} & exit 0"], check=True)
+    os.wait()  # the orphaned hook, re-parented to this process
+
+
+def orphan(root: str, instance: str, reaper_pid: str) -> None:
+    deadline = time.monotonic() + 30
+    while os.getppid() != int(reaper_pid) and time.monotonic() < deadline:
+        time.sleep(0.01)  # until the shell that started it has exited
+    try:
+        result = start_agent_session(HeartbeatRegistry(root), instance)
+    except AgentUnresolved as exc:
+        print(json.dumps({"unresolved": exc.reason}), flush=True)
+        return
+    print(json.dumps(msgspec.structs.asdict(result)), flush=True)
+
+
 if __name__ == "__main__":
-    if sys.argv[1] == "agent":
-        agent(*sys.argv[2:])
-    else:
-        hook(*sys.argv[2:])
+    {"agent": agent, "hook": hook, "reaper": reaper, "orphan": orphan}[sys.argv[1]](
+        *sys.argv[2:])

@@ -41,12 +41,14 @@ class PluginIndex(msgspec.Struct, frozen=True):
 
 
 def signature(env: Mapping[str, str]) -> str:
-    """A digest of what decides which plugins load: the folders on ``sys.path`` as
-    they are now (installing, removing or upgrading a distribution adds or removes
+    """A digest of what decides which plugins load: the folders on ``sys.path`` (but
+    the first) as they are now (installing, removing or upgrading a distribution adds or removes
     a metadata folder in one, which changes its modification time) and the allow
     and block lists. One ``stat`` per folder: no metadata file is read."""
     parts = []
-    for entry in sys.path:
+    # The first entry is the running script's folder (or the working folder): the
+    # same installation started as `hostcore` or `python -m hostcore` keeps its index.
+    for entry in sys.path[1:]:
         try:
             found = os.stat(entry or ".")
         except OSError:

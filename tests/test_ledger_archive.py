@@ -351,3 +351,21 @@ def assert_nothing_lost_or_doubled_read_only(folder: Path,
     assert all(ledger.read(ref) == record for ref, record in records.items())
     assert ledger.status()["archived"] == len(records)
     ledger.close()
+
+
+def test_an_archive_that_cannot_be_written_leaves_records_live_and_the_cycle_whole(tmp_path):
+    old = (NOW - timedelta(seconds=ARCHIVE_AFTER_CYCLES * INTERVAL + 60)).strftime(
+        "%Y-%m-%dT%H:%M:%SZ")
+    ledger = plant(tmp_path / "ledger", [ended(n, at=old) for n in range(3)])
+    (tmp_path / "ledger" / ARCHIVE_FILE).write_bytes(b"not a database" * 100)
+    events: list[tuple[str, dict[str, object]]] = []
+    delivered: list[str] = []
+    poller = Poller(ledger, [Lister("o/r#new")],
+                    dispatch=lambda e: delivered.append(e.kind) or 0,
+                    emit=lambda name, **a: events.append((name, a)),
+                    interval=lambda: INTERVAL, clock=lambda: NOW)
+    (summary,) = poller.cycle()
+    assert delivered == ["opened"] and summary.new == 1 and not summary.ledger_error
+    assert ("ledger.archived", {"archived": 0, "skipped": 0, "failed": True}) in events
+    assert all(ledger.path_for(f"o/r#{n}").exists() for n in range(3))
+    assert (tmp_path / "ledger" / ARCHIVE_FILE).read_bytes() == b"not a database" * 100

@@ -64,6 +64,11 @@ CREATE TABLE pending (ref TEXT PRIMARY KEY) WITHOUT ROWID;
 """
 
 
+class ArchiveUnreadable(RecordError):
+    """The archive file does not open, does not read, or has another format: whether it
+    holds a record cannot be told (it is never rebuilt or replaced)."""
+
+
 class Archived(msgspec.Struct, frozen=True):
     """One record as the archive keeps it: the exact bytes of its file."""
 
@@ -199,7 +204,7 @@ class Archive:
     def _read(self, query: Callable[[sqlite3.Connection], T], empty: T) -> T:
         """``query`` on the archive; ``empty`` when there is no archive file yet.
 
-        A file that does not open raises :class:`RecordError` naming it: archived
+        A file that does not open raises :class:`ArchiveUnreadable` naming it: archived
         records are the truth, so an unreadable archive is an error, not "none".
         """
         with self._mutex:
@@ -208,7 +213,8 @@ class Archive:
             try:
                 return query(self._connection())
             except sqlite3.DatabaseError as exc:
-                raise RecordError(f"{self.path}: the archive cannot be read: {exc}") from exc
+                raise ArchiveUnreadable(f"{self.path}: the archive cannot be read: {exc}") \
+                    from exc
 
     def _connection(self) -> sqlite3.Connection:
         if self._db is not None:
@@ -225,7 +231,7 @@ class Archive:
         if fmt != str(ARCHIVE_FORMAT):
             db.close()
             # Never rebuilt: what it holds exists nowhere else.
-            raise RecordError(f"{self.path}: archive format {fmt!r}, this hostcore reads "
+            raise ArchiveUnreadable(f"{self.path}: archive format {fmt!r}, this hostcore reads "
                               f"{ARCHIVE_FORMAT}")
         self._db = db
         return db

@@ -28,7 +28,7 @@ import msgspec
 
 from hostcore.errors import RecordError
 from hostcore.files import atomic_write, file_lock, fsync_dir
-from hostcore.workitems.archive import Archive, Archived
+from hostcore.workitems.archive import Archive, Archived, ArchiveUnreadable
 from hostcore.workitems.index import IndexEntry, LedgerCounters, LedgerIndex
 from hostcore.workitems.records import (
     DECISIONS,
@@ -47,6 +47,7 @@ from hostcore.workitems.records import (
 )
 
 __all__ = [
+    "ArchiveUnreadable",
     "EndedStamp",
     "GiveUp",
     "IndexEntry",
@@ -123,7 +124,9 @@ class Ledger:
 
     def read(self, ref: str) -> PortableRecord | None:
         """The record of ``ref`` (live, else archived); ``None`` if there is none;
-        :class:`RecordError` if it is malformed or belongs to another ref."""
+        :class:`RecordError` if it is malformed or belongs to another ref, and
+        :class:`ArchiveUnreadable` (one) if it has no live file and the archive,
+        which might hold it, cannot be read."""
         path = self.path_for(ref)
         try:
             data, what = path.read_bytes(), str(path)
@@ -180,7 +183,13 @@ class Ledger:
         write the result, unless ``change`` returns ``None`` (nothing to write).
         A malformed record raises :class:`RecordError` and is left as it is."""
         with self._locked():  # read, change and write as one step across processes
-            record = self.read(ref) or PortableRecord(ref=ref)
+            try:
+                record = self.read(ref) or PortableRecord(ref=ref)
+            except ArchiveUnreadable:
+                # No live file, and an archive that cannot say: write a new record rather
+                # than stop (the archive is reported by status; its copy is kept).
+                log.warning("ledger: the archive cannot be read; a record is written anew")
+                record = PortableRecord(ref=ref)
             changed = change(record)
             if changed is not None:
                 self.write(changed)  # an archived record moves back to portable/

@@ -82,7 +82,7 @@ from hostcore.workitems.items import (
     WorkItemEvent,
     WorkItemRef,
 )
-from hostcore.workitems.ledger import Ledger, PollState
+from hostcore.workitems.ledger import ArchiveUnreadable, Ledger, PollState
 from hostcore.workitems.records import (
     ENDED,
     POLL,
@@ -426,6 +426,9 @@ class Poller:
             return
         try:
             record = self.ledger.read(ref) or PortableRecord(ref=ref)
+        except ArchiveUnreadable:
+            # No live file to overwrite; a broken archive must not stop every new item.
+            record = PortableRecord(ref=ref)
         except RecordError as exc:
             # Never overwrite what cannot be read: the record stays for a person to see.
             summary.errors.append(str(exc))

@@ -369,3 +369,27 @@ def test_an_archive_that_cannot_be_written_leaves_records_live_and_the_cycle_who
     assert ("ledger.archived", {"archived": 0, "skipped": 0, "failed": True}) in events
     assert all(ledger.path_for(f"o/r#{n}").exists() for n in range(3))
     assert (tmp_path / "ledger" / ARCHIVE_FILE).read_bytes() == b"not a database" * 100
+
+
+def test_a_record_written_while_the_archive_was_unreadable_counts_once_when_it_reads_again(
+        tmp_path):
+    ledger = plant(tmp_path / "ledger", [ended(n) for n in range(4)])
+    ledger.archive_ended(LATER)
+    ledger.close()
+    path = tmp_path / "ledger" / ARCHIVE_FILE
+    good = path.read_bytes()
+    path.write_bytes(b"not a database" * 100)  # a disk error, a bad restore
+    poller = Poller(Ledger(tmp_path / "ledger"), [Lister("o/r#1")], dispatch=lambda e: 0,
+                    emit=lambda *a, **k: None, interval=lambda: INTERVAL, clock=lambda: NOW)
+    poller.cycle()
+    poller.ledger.close()
+    path.write_bytes(good)  # the archive reads again, its copy of o/r#1 unlisted in pending
+    again = Ledger(tmp_path / "ledger", read_only=True)
+    status = again.status()
+    assert (status["records"], status["archived"], status["ledger_only"]) == (4, 3, 1)
+    assert again.read("o/r#1").ended is None  # the live record wins
+    writer = Ledger(tmp_path / "ledger")
+    writer.archive_ended(LATER)  # settles it: the stale copy goes, the live record stays
+    assert writer.archive.get("o/r#1") is None and writer.path_for("o/r#1").exists()
+    assert writer.status()["records"] == 4 and writer.archive.pending() == []
+    assert not (tmp_path / "ledger" / ".archive-unchecked").exists()

@@ -157,13 +157,18 @@ class Archive:
                                    [(r.ref,) for r in records])
                 _set_count(db, _count(db) + len({r.ref for r in records} - known))
 
-    def mark_pending(self, ref: str) -> None:
-        """List ``ref`` pending (durably) before its live file is written again."""
+    def mark_pending(self, *refs: str) -> None:
+        """List ``refs`` pending (durably) before their live files are written again."""
         with self._mutex:
             db = self._writable()
             with db:
                 db.execute("BEGIN IMMEDIATE")
-                db.execute("INSERT OR IGNORE INTO pending VALUES (?)", (ref,))
+                db.executemany("INSERT OR IGNORE INTO pending VALUES (?)",
+                               [(ref,) for ref in refs])
+
+    def holding(self, refs: list[str]) -> set[str]:
+        """Those of ``refs`` the archive holds a copy of."""
+        return self._read(lambda db: _present(db, refs), set())
 
     def settle(self, refs: list[str]) -> None:
         """``refs`` have no live file any more: no longer pending."""

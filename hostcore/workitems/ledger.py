@@ -60,6 +60,9 @@ __all__ = [
 ]
 
 ARCHIVE_FILE = "archive.sqlite3"
+# Left by a write that could not ask the archive whether it holds the record: its live
+# files may shadow copies that ``pending`` does not list, so the next pass checks all.
+ARCHIVE_UNCHECKED_FILE = ".archive-unchecked"
 
 log = logging.getLogger("hostcore.workitems.ledger")
 
@@ -108,6 +111,7 @@ class Ledger:
                                  locked=self._locked, counters=self.counters,
                                  on_event=on_event, read_from=self.index_path)
         self.archive = Archive(self.directory / ARCHIVE_FILE, read_only=read_only)
+        self._unchecked = self.directory / ARCHIVE_UNCHECKED_FILE
         # Re-entrant per process (a second flock on a new descriptor would wait
         # for the first forever); the flock itself serialises processes.
         self._thread_lock = threading.RLock()
@@ -175,6 +179,8 @@ class Ledger:
             return self.archive.holds(ref)
         except RecordError:
             log.debug("ledger: the archive cannot be read", exc_info=True)
+            if not self._unchecked.exists():
+                atomic_write(self._unchecked, b"")
             return False
 
     def update(self, ref: str,
@@ -288,8 +294,15 @@ class Ledger:
 
     def _shadowed(self) -> set[str]:
         """The archived refs that also have a live file (which wins): only pending
-        refs can (see :mod:`hostcore.workitems.archive`)."""
+        refs can (see :mod:`hostcore.workitems.archive`), unless a write could not
+        read the archive; then every live ref is looked up."""
+        if self._unchecked.exists():
+            return self.archive.holding(self._live_refs())
         return {ref for ref in self.archive.pending() if self.path_for(ref).exists()}
+
+    def _live_refs(self) -> list[str]:
+        return self.index.read(lambda db: [
+            str(ref) for (ref,) in db.execute("SELECT ref FROM entries")])
 
     def unstamped_scopes(self) -> list[tuple[str, str]]:
         """``(scope key, a ref)`` for each scope key (:func:`~hostcore.workitems.index.scope_key`)
@@ -356,6 +369,11 @@ class Ledger:
             raise RecordError(f"{self.directory}: ledger opened read-only")
         done = ArchivePass()
         with self._locked():
+            if self._unchecked.exists():
+                # Records were written while the archive could not be read: list the
+                # copies their live files shadow, so the pass below settles them.
+                self.archive.mark_pending(*self.archive.holding(self._live_refs()))
+                self._unchecked.unlink()
             self._settle_pending()
             rows = self.index.read(lambda db: db.execute(
                 "SELECT slug, ref, size, mtime_ns FROM entries WHERE class = 'ended' "

@@ -1,7 +1,7 @@
 """Built-in: agent hooks' plugin face.
 
-* the ``agent-hooks`` worker (order 5): each tick it takes the hook faults noted
-  since the last one (:mod:`hostcore.agents.faults`) and fails its step naming
+* the ``agent-hooks`` worker (order 1000, after every other): each tick it takes
+  the hook faults noted since the last one (:mod:`hostcore.agents.faults`) and fails its step naming
   their kinds, so ``run --once`` exits 1 after a hook had to swallow a fault; its
   ``status()`` shows every kind's count;
 * the ``hook`` and ``hooks`` commands (defined in :mod:`hostcore.agents.commands`).
@@ -32,7 +32,7 @@ class AgentHooksWorker:
     """Reports the faults ``hostcore hook`` runs noted, once each."""
 
     name = "agent-hooks"
-    order = 5
+    order = 1000  # last: a tick reports its own work first
 
     def __init__(self, root: Path) -> None:
         self._root = root

@@ -511,3 +511,30 @@ def test_custody_sessions_lists_each_session_with_its_owner(hostcore_cli, regist
          "liveness": "live"},
     ]
     assert table.exit_code == 0 and "OWNER KIND" in table.stdout and "gamma" in table.stdout
+
+
+def test_custody_sessions_of_a_missing_registry_lists_none(hostcore_cli, register_plugin):
+    import hostcore_file_custody.plugin as custody_plugin
+
+    register_plugin(custody_plugin)
+    result = hostcore_cli("custody", "sessions", "--json")
+    table = hostcore_cli("custody", "sessions")
+    assert result.exit_code == 0 and table.exit_code == 0
+    report = json.loads(result.stdout)
+    assert (report["exists"], report["sessions"], report["refused"]) == (False, [], None)
+    assert "the registry does not exist" in table.stdout
+
+
+def test_custody_sessions_refuses_a_world_writable_registry_with_exit_2(
+        hostcore_cli, register_plugin, tmp_path):
+    import hostcore_file_custody.plugin as custody_plugin
+
+    register_plugin(custody_plugin)
+    registry = HeartbeatRegistry(tmp_path / "cli-root" / "plugins" / "file-custody"
+                                 / "registry").ensure()
+    start_agent_session(registry, "alpha", agent=os.getpid())
+    os.chmod(registry.root, 0o777)
+    result = hostcore_cli("custody", "sessions", "--json")
+    assert result.exit_code == 2
+    report = json.loads(result.stdout)
+    assert report["sessions"] == [] and "writable by every user" in report["refused"]

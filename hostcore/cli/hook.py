@@ -70,9 +70,21 @@ def parse(args: list[str]) -> HookArgs | None:
     return HookArgs(root, config, verbose, agent)
 
 
+def process_age() -> float:
+    """Seconds since this process started (0 where ``/proc`` cannot say): an event's
+    budget counts the interpreter's own start, which the agent's timeout counts too."""
+    try:
+        with open("/proc/self/stat", "rb") as stat:
+            fields = stat.read().rpartition(b")")[2].split()
+        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22, after the name
+        return max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME) - started)
+    except (OSError, ValueError, IndexError, AttributeError):
+        return 0.0
+
+
 def main(parsed: HookArgs) -> int:
     """Handle the event on stdin; always 0 (every fault is noted, never returned)."""
-    started = time.monotonic()
+    started = time.monotonic() - process_age()
     import logging
 
     from hostcore.agents.hook import handle_stdin

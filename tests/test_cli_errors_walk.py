@@ -263,8 +263,8 @@ NAMESPACE_SCRIPT = textwrap.dedent('''
                 handle.flush()
         except OSError:
             pass
-    for name, args in [("policy full", ["policy", "full", "/w/b"]),
-                       ("policy opt-out", ["policy", "opt-out", "codex"]),
+    for name, args in [("policy full", ["policy", "full", "--force", "/w/b"]),
+                       ("policy opt-out", ["policy", "opt-out", "--force", "codex"]),
                        ("policy show", ["policy", "show"]),
                        ("status", ["status"]),
                        ("evidence", ["evidence"]),

@@ -138,6 +138,7 @@ def test_policy_commands_change_entries_opt_outs_and_the_fingerprint(tmp_path):
         "class-list": True, "sync-opt-out": True, "ignore-dotfiles": True}
 
     secret = tmp_path / "secret"
+    secret.mkdir()  # policy refuses a folder that does not exist (unless --force)
     assert hostcore(root, "policy", "local-only", str(secret)).returncode == 0
     only_entry = json.loads(hostcore(root, "policy", "show", "--json").stdout)["fingerprint"]
     assert only_entry != first["fingerprint"]
@@ -159,6 +160,7 @@ def test_policy_commands_change_entries_opt_outs_and_the_fingerprint(tmp_path):
 
 def test_policy_local_only_then_full_then_back_restores_the_fingerprint(tmp_path):
     root, repo = tmp_path / "root", str(tmp_path / "repo")
+    (tmp_path / "repo").mkdir()
     hostcore(root, "policy", "full", repo)
     original = json.loads(hostcore(root, "policy", "show", "--json").stdout)["fingerprint"]
     hostcore(root, "policy", "local-only", repo)

@@ -82,7 +82,7 @@ def test_status_shows_rows_behind_then_current(hostcore_cli, root):
 
 def test_after_a_policy_change_status_shows_context_moved(hostcore_cli, root):
     assert hostcore_cli("export").exit_code == 0
-    changed = hostcore_cli("policy", "local-only", "/work/b")
+    changed = hostcore_cli("policy", "local-only", "/work/b", "--force")
     assert changed.exit_code == 0, changed.stderr
     report = export_status(hostcore_cli)
     assert report["since_last_push"]["context"].startswith("moved ")
@@ -111,7 +111,7 @@ def test_a_conflict_exits_1_after_pushing_content_and_names_the_adoption(
     assert hostcore_cli("export").exit_code == 0
     published = published_file(tmp_path)
     published.write_text(json.dumps({**json.loads(published.read_text()), "context": "a" * 64}))
-    assert hostcore_cli("policy", "local-only", "/work/b").exit_code == 0
+    assert hostcore_cli("policy", "local-only", "/work/b", "--force").exit_code == 0
     add_rows(root, 2, "/work/a")
     result = hostcore_cli("export")
     assert result.exit_code == 1

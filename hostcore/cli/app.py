@@ -24,6 +24,7 @@ from hostcore.errors import ConfigError, HostcoreError
 from hostcore.plugin.calls import callers, guarded
 from hostcore.plugin.cli import HostFactory
 from hostcore.plugin.loader import BUILTIN_PLUGINS, PluginSet, load_plugins
+from hostcore.plugin.terminal import COLOR_CHOICES, ColorChoice, Terminal, configure
 
 log = logging.getLogger("hostcore.cli")
 
@@ -136,19 +137,28 @@ def build_cli(plugin_set: PluginSet) -> click.Group:
                   help="State root folder (default: the platform's user data dir).")
     @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
                   help="TOML config file (default: <root>/hostcore.toml if present).")
-    @click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
+    @click.option("-v", "--verbose", count=True,
+                  help="More output: INFO logs and each listing's details (-vv: DEBUG and "
+                       "tracebacks). The same after a built-in command's name.")
+    @click.option("-q", "--quiet", is_flag=True,
+                  help="Only errors, and what a command reports (tables, JSON).")
+    @click.option("--color", type=click.Choice(COLOR_CHOICES), default="auto",
+                  show_default=True,
+                  help="Colour failed and unavailable states (auto: on a terminal, "
+                       "unless NO_COLOR is set).")
     @click.pass_context
     def cli(ctx: click.Context, root: Path | None, config_path: Path | None,
-            verbose: int) -> None:
+            verbose: int, quiet: bool, color: ColorChoice) -> None:
         """hostcore: a small plugin host for the local side of coding-agent infrastructure.
 
         It ingests evidence from sources, keeps it in an embedded store under one
         state root, polls work-item providers and runs plugin workers on a tick.
         Start with `hostcore run --once`, then `hostcore status`.
         """
-        level = [logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)]
-        logging.getLogger().setLevel(level)
         factory = ctx.ensure_object(HostFactory)
+        terminal = Terminal(quiet=quiet, verbose=verbose, color=color, env=factory.env)
+        terminal.apply_log_level()
+        configure(ctx, terminal)
         factory.root, factory.config = root, config_path
         ctx.call_on_close(factory.close)
 

@@ -27,6 +27,7 @@ from hostcore.plugin.cli import (
     print_table,
     stop_on_signals,
 )
+from hostcore.plugin.terminal import current, verbose_option
 from hostcore.steps import StdoutGuard
 from hostcore.tick import TickReport, drain
 
@@ -39,12 +40,14 @@ CLOSE_GRACE_SECONDS = 5.0
 
 @click.command("plugins")
 @json_option
-@click.option("-v", "--verbose", is_flag=True,
-              help="Also list what each plugin registers, and failed plugins' tracebacks.")
+@verbose_option
 @click.option("--traceback", "show_tb", is_flag=True, help="Show tracebacks of failed plugins.")
 @pass_host(read_only=True)
-def plugins_command(host: Host, as_json: bool, verbose: bool, show_tb: bool) -> None:
+def plugins_command(host: Host, as_json: bool, show_tb: bool) -> None:
     """List every plugin considered: built-in, loaded, failed or blocked.
+
+    -v (before or after `plugins`) also lists what each plugin registers, and
+    failed plugins' tracebacks.
 
     Keys of --json: name, distribution, version, status, hooks, registrations
     (kind, name, available, reason), error, traceback.
@@ -55,6 +58,7 @@ def plugins_command(host: Host, as_json: bool, verbose: bool, show_tb: bool) -> 
     if callable(check_commands):
         check_commands()
     infos = host.plugin_infos()
+    verbose = current().verbose > 0
     if as_json:
         emit_json(infos)
         return

@@ -11,7 +11,8 @@ import contextlib
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any, Literal
 
 import click
 
@@ -19,6 +20,7 @@ from hostcore.errors import ConfigError
 from hostcore.evidence.inputs import PolicyStateError
 from hostcore.host import Host
 from hostcore.plugin.cli import emit_json, json_option, pass_host, print_table
+from hostcore.plugin.terminal import refuse, say
 from hostcore.timestamps import parse
 
 _WINDOWS_PATH = re.compile(r"^([A-Za-z]:[\\/]|\\\\)")
@@ -186,17 +188,65 @@ def policy_show(host: Host, as_json: bool) -> None:
     click.echo("inputs: " + ", ".join(
         name + ("" if part is not None else " (not fingerprinted)") for name, part in parts))
 
-def class_command(class_: str) -> None:
+FORCE_HELP = "Record it even though nothing here knows it (skip the check)."
+
+
+def _force_option(f: Callable[..., None]) -> Callable[..., None]:
+    return click.option("--force", is_flag=True, help=FORCE_HELP)(f)
+
+
+def _check_directory(host: Host, directory: str) -> None:
+    """Refuse (exit 2) a directory that neither exists here nor holds stored rows (in
+    it or below it). A typo would otherwise withhold nothing, and say nothing about
+    it; a project deleted since its rows were stored is still worth a class."""
+    if not (os.path.isdir(directory) or _holds_rows(host, directory)):
+        refuse(f"{directory}: no such folder on this machine, and no stored row was "
+               "recorded in it; nothing recorded", "pass --force to record it anyway")
+
+
+def _holds_rows(host: Host, directory: str) -> bool:
+    below = directory.rstrip("/\\") + "/"
+    return any(d == directory or d.startswith(below) for d in host.store.directories())
+
+
+def _known_sources(host: Host) -> set[str]:
+    """Source ids this root can meet: its sources', a plugin worker's (capture stores
+    rows under its own name), and every id some stored row carries. The host's own
+    steps (ingest, export, poll) store none under theirs."""
+    builtin = {i.name for i in host.plugin_infos() if i.status == "builtin"}
+    workers = {reg.name for i in host.plugin_infos() if i.name not in builtin
+               for reg in i.registrations if reg.kind == "worker"}
+    return {source.name for source in host.sources} | workers | set(host.store.source_ids())
+
+
+def _check_source(host: Host, source: str) -> None:
+    """Refuse (exit 2) a source id nothing here provides or stored."""
+    known = _known_sources(host)
+    if source not in known:
+        refuse(f"{source!r}: no installed plugin provides this source and no stored row "
+               f"carries it (known: {', '.join(sorted(known)) or 'none'}); nothing recorded",
+               "pass --force to record it anyway")
+
+
+def class_command(class_: Literal["local-only", "full"]) -> None:
     @policy_group.command(class_, help=f"Mark DIRECTORY (and everything below it without "
-                                       f"a longer entry) {class_}.")
+                                       f"a longer entry) {class_}. A folder that does not "
+                                       "exist is refused unless --force.")
     @click.argument("directory", callback=_dir_argument)
+    @_force_option
+    @json_option
     @pass_host
-    def set_class(host: Host, directory: str) -> None:
-        path = directory
+    def set_class(host: Host, directory: str, force: bool, as_json: bool) -> None:
+        if not force:
+            _check_directory(host, directory)
         with _policy_state():
-            host.policy.input("class-list").set(path, class_)
+            class_list = host.policy.input("class-list")
+            before = dict(class_list.entries())
+            class_list.set(directory, class_)
         host.emit("policy.updated", input="class-list", change=class_)
-        click.echo(f"{path}: {class_}; fingerprint {host.policy.fingerprint()}")
+        _report({"directory": directory, "class": class_,
+                 "changed": before.get(directory) != class_},
+                f"{directory}: {class_}", host, as_json)
 
 for class_ in ("local-only", "full"):
     class_command(class_)
@@ -204,16 +254,70 @@ for class_ in ("local-only", "full"):
 def opt_command(change: str, opted_out: bool, help_text: str) -> None:
     @policy_group.command(change, help=help_text)
     @click.argument("source", callback=_source_argument)
+    @_force_option
+    @json_option
     @pass_host
-    def set_opt(host: Host, source: str) -> None:
+    def set_opt(host: Host, source: str, force: bool, as_json: bool) -> None:
+        if opted_out and not force:  # opting in only takes an id off the list
+            _check_source(host, source)
         with _policy_state():
-            host.policy.input("sync-opt-out").set(source, opted_out)
+            opt_out = host.policy.input("sync-opt-out")
+            changed = (source in opt_out.ids()) != opted_out
+            opt_out.set(source, opted_out)
         host.emit("policy.updated", input="sync-opt-out", change=change)
-        click.echo(f"{source}: {'opted out of' if opted_out else 'opted in to'} sync; "
-                   f"fingerprint {host.policy.fingerprint()}")
+        _report({"source": source, "opted_out": opted_out, "changed": changed},
+                f"{source}: {'opted out of' if opted_out else 'opted in to'} sync"
+                + ("" if changed else " (already)"), host, as_json)
 
-opt_command("opt-out", True, "Withhold every row of SOURCE (its client opted out of sync).")
+opt_command("opt-out", True, "Withhold every row of SOURCE (its client opted out of sync). "
+            "A source no installed plugin provides and no stored row carries is refused "
+            "unless --force.")
 opt_command("opt-in", False, "Stop withholding SOURCE's rows for the sync opt-out.")
+
+
+@policy_group.command("remove")
+@click.argument("entry", metavar="DIRECTORY|SOURCE", callback=_source_argument)
+@json_option
+@pass_host
+def policy_remove(host: Host, entry: str, as_json: bool) -> None:
+    """Remove DIRECTORY's class-list entry, or SOURCE from the opted-out sources.
+
+    Either way what it covered follows the parent entries again. Nothing to
+    remove is refused (exit 2); `hostcore policy show` lists the entries.
+    Keys of --json: removed[{input, directory, class} | {input, source}],
+    fingerprint.
+    """
+    directory = _user_dir(entry, "DIRECTORY|SOURCE")
+    removed: list[dict[str, str]] = []
+    with _policy_state():
+        class_list, opt_out = host.policy.input("class-list"), host.policy.input("sync-opt-out")
+        # The entry as typed, then as the absolute path `policy local-only` records.
+        for candidate in dict.fromkeys((entry, directory)):
+            class_ = class_list.remove(candidate)
+            if class_ is not None:
+                removed.append({"input": "class-list", "directory": candidate,
+                                "class": class_})
+        if entry in opt_out.ids():
+            opt_out.set(entry, False)
+            removed.append({"input": "sync-opt-out", "source": entry})
+    if not removed:
+        refuse(f"{entry}: no class-list entry and no opted-out source by that name",
+               "`hostcore policy show` lists them")
+    for item in removed:
+        host.emit("policy.updated", input=item["input"], change="remove")
+    text = "; ".join(f"{item['directory']}: {item['class']} entry removed"
+                     if item["input"] == "class-list" else
+                     f"{item['source']}: no longer opted out" for item in removed)
+    _report({"removed": removed}, text, host, as_json)
+
+
+def _report(report: dict[str, Any], text: str, host: Host, as_json: bool) -> None:
+    """Print what a policy change did: JSON (with the new fingerprint), or ``text``."""
+    report["fingerprint"] = host.policy.fingerprint()
+    if as_json:
+        emit_json(report)
+        return
+    say(f"{text}; fingerprint {report['fingerprint']}")
 
 
 @contextlib.contextmanager

@@ -185,6 +185,21 @@ class ClassList:
             atomic_write(self.path, _CLASS_LIST_HEADER + body)
         self._refresh()
 
+    def remove(self, directory: str) -> str | None:
+        """Drop the entry for ``directory`` (as written); returns its class, or
+        ``None`` when there was none (and the file is left untouched)."""
+        with _locked(self.path):
+            if self.path.exists() and self._read() is None:
+                raise PolicyStateError(self._error or f"{self.path}: cannot read")
+            entries = self._raw_entries()
+            class_ = entries.pop(directory, None)
+            if class_ is not None:
+                body = b"".join(f"{cls}\t{path}\n".encode()
+                                for path, cls in sorted(entries.items()))
+                atomic_write(self.path, _CLASS_LIST_HEADER + body)
+        self._refresh()
+        return class_
+
     def status(self) -> dict[str, object]:
         self._refresh()
         report: dict[str, object] = {"entries": len(self._entries)}

@@ -63,7 +63,7 @@ EVENTS = (
     EventSpec(
         "policy.updated",
         {"input": ("class-list", "sync-opt-out"),
-         "change": ("full", "local-only", "opt-out", "opt-in")},
+         "change": ("full", "local-only", "opt-out", "opt-in", "remove")},
         "A user changed a machine-local withholding input through the CLI.",
     ),
 )

@@ -606,6 +606,10 @@ class Store:
         scopes table names each once)."""
         return [d for (d,) in self._query("SELECT DISTINCT directory FROM scopes")]
 
+    def source_ids(self) -> list[str]:
+        """Every source id some stored row carries (read from the scopes table only)."""
+        return [s for (s,) in self._query("SELECT DISTINCT source_id FROM scopes")]
+
     def source_cursor(self, source: str) -> str | None:
         """The cursor last persisted for ``source`` (``None`` when never ingested)."""
         found = self._query("SELECT cursor FROM source_cursors WHERE source = ?", (source,))

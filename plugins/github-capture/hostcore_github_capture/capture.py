@@ -178,18 +178,28 @@ class Capturer:
                     break
                 except (GhUnavailable, GhAuthError) as exc:
                     # The exception text can name the repository: log its kind only.
-                    log.warning("capture stopped: gh cannot run or is not logged in (%s)",
-                                type(exc).__name__)
+                    # Once per state change: a user who never set gh up is told once.
+                    if not loaded.gh_unavailable:
+                        log.warning("capture stopped: gh cannot run or is not logged in "
+                                    "(%s); said once until it works again",
+                                    type(exc).__name__)
                     outcome.unavailable = True
                     break
                 except GhError as exc:
                     log.info("a capture request failed (%s)", type(exc).__name__)
                     outcome.failed += 1
                     polls[repo] = _later(polls.get(repo, RepoPoll()), now, FAILED_RETRY_SECONDS)
+        # A tick that asked nothing (nothing due, rate-limited) learnt nothing about gh.
+        gh_unavailable = outcome.unavailable or (loaded.gh_unavailable
+                                                 and not outcome.requests)
+        if loaded.gh_unavailable and not gh_unavailable:
+            log.warning("capture resumed: gh runs and is logged in again")
         if polls != loaded.repos or backoff_until != loaded.backoff_until \
-                or state.store_instance != loaded.store_instance:
+                or state.store_instance != loaded.store_instance \
+                or gh_unavailable != loaded.gh_unavailable:
             self.state.save(CaptureState(repos=polls, backoff_until=backoff_until,
-                                         store_instance=state.store_instance))
+                                         store_instance=state.store_instance,
+                                         gh_unavailable=gh_unavailable))
         if outcome.requests or outcome.rate_limited or outcome.unavailable:
             self.emit("capture.polled", **msgspec.structs.asdict(outcome))
         return outcome

@@ -20,6 +20,7 @@ import msgspec
 
 from hostcore.errors import RecordError
 from hostcore.plugin.cli import emit_json, json_option, pass_host
+from hostcore.plugin.terminal import refuse, say
 
 if TYPE_CHECKING:
     from hostcore.host import Host
@@ -107,11 +108,18 @@ def status_command(host: Host, as_json: bool) -> None:
 @capture_group.command("ignore")
 @click.argument("repository")
 @click.option("--remove", is_flag=True, help="Take the repository off the ignore list.")
+@click.option("--force", is_flag=True,
+              help="Ignore it even though the inventory does not hold it (skip the check).")
+@json_option
 @pass_host
-def ignore_command(host: Host, repository: str, remove: bool) -> None:
+def ignore_command(host: Host, repository: str, remove: bool, force: bool,
+                   as_json: bool) -> None:
     """Never capture REPOSITORY (OWNER/REPO or a remote URL) from now on.
 
-    Forward-only: events already stored stay. --remove lets capture resume.
+    Forward-only: events already stored stay. --remove lets capture resume. A
+    repository the inventory does not hold is refused (exit 2) unless --force,
+    and so is removing one that is not ignored. Keys of --json: repository,
+    ignored, changed.
     """
     from hostcore_github_capture.remotes import parse_repo_argument
 
@@ -122,10 +130,23 @@ def ignore_command(host: Host, repository: str, remove: bool) -> None:
     sidecar = find_worker(host).sidecar
     with host.step_lock():
         state = sidecar.state.load()
+        if remove and key not in state.ignore:
+            refuse(f"{key}: not on the ignore list; nothing changed",
+                   "`hostcore capture status` counts what is ignored")
+        if not remove and not force and key not in state.repos and key not in state.ignore:
+            # A typo would otherwise ignore nothing, and say nothing about it.
+            refuse(f"{key}: not in the inventory ({len(state.repos)} repositories derived "
+                   "from stored evidence); nothing recorded",
+                   "pass --force to ignore it anyway")
         ignore = set(state.ignore) - {key} if remove else set(state.ignore) | {key}
-        if ignore != set(state.ignore):
+        changed = ignore != set(state.ignore)
+        if changed:
             sidecar.state.save(msgspec.structs.replace(state, ignore=sorted(ignore)))
-    click.echo(f"{key}: {'no longer ignored' if remove else 'ignored'}")
+    if as_json:
+        emit_json({"repository": key, "ignored": not remove, "changed": changed})
+        return
+    say(f"{key}: {'no longer ignored' if remove else 'ignored'}"
+        + ("" if changed else " (already)"))
 
 
 @capture_group.command("revalidate")

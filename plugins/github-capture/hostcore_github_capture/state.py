@@ -130,11 +130,15 @@ class CaptureState(msgspec.Struct, kw_only=True):
     ``backoff_until`` is when GitHub's rate limit lets requests resume.
     ``store_instance`` is the store the ETags and newest ids were stored into
     (``None``: written before it was kept; the store in use is then adopted).
+    ``gh_unavailable`` is whether the last poll found ``gh`` unable to run or
+    logged out: its warning is said when this turns true, not on every tick of
+    every process while it stays so.
     """
 
     repos: dict[str, RepoPoll] = msgspec.field(default_factory=dict)
     backoff_until: float = 0.0
     store_instance: str | None = None
+    gh_unavailable: bool = False
 
 
 class StateFile(Generic[T]):

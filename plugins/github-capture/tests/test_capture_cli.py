@@ -154,3 +154,28 @@ def test_a_state_file_that_does_not_decode_is_named_and_left_alone(cli, tmp_path
     tick = cli("run", "--once")
     assert tick.exit_code == 1
     assert state.read_text() == '{"repos": "not a list"}'
+
+
+def test_ignore_refuses_a_repository_the_inventory_does_not_hold_unless_forced(cli):
+    cli("capture", "revalidate")
+    done = cli("capture", "ignore", "octo/typo")
+    assert done.exit_code == 2
+    assert "octo/typo" in done.stderr and "--force" in done.stderr
+    assert status(cli)["ignored"] == 0
+    forced = cli("capture", "ignore", "--force", "octo/typo", "--json")
+    assert forced.exit_code == 0, forced.stderr
+    assert json.loads(forced.stdout) == {"repository": "octo/typo", "ignored": True,
+                                         "changed": True}
+    assert status(cli)["ignored"] == 1
+
+
+def test_ignore_json_reports_no_change_and_removing_what_is_not_ignored_is_refused(cli):
+    cli("capture", "revalidate")
+    assert cli("capture", "ignore", "octo/r1").exit_code == 0
+    again = cli("capture", "ignore", "octo/r1", "--json")
+    assert json.loads(again.stdout)["changed"] is False
+    removed = cli("capture", "ignore", "--remove", "octo/r1", "--json")
+    assert json.loads(removed.stdout) == {"repository": "octo/r1", "ignored": False,
+                                          "changed": True}
+    refused = cli("capture", "ignore", "--remove", "octo/r1")
+    assert refused.exit_code == 2 and "not on the ignore list" in refused.stderr

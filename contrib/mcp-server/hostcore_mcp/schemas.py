@@ -9,7 +9,10 @@ caller did not already hold.
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal
+
+# typing_extensions, not typing: pydantic reads only its TypedDict on Python 3.11.
+from typing_extensions import TypedDict
 
 # The tool names, in the order tools/list lists them.
 TOOLS: tuple[str, ...] = ("status", "work_items", "evidence_summary", "freshness")

@@ -20,7 +20,10 @@ def agent_env(tmp_path: Path, **extra: str) -> dict[str, str]:
                                                                      "CODEX"))}
     env.update(HOME=str(tmp_path / "home"), CLAUDE_CONFIG_DIR=str(tmp_path / "home" / ".claude"),
                CODEX_HOME=str(tmp_path / "home" / ".codex"),
-               HOSTCORE_LOAD_PLUGINS="claude-code,codex")
+               HOSTCORE_LOAD_PLUGINS="claude-code,codex",
+               # A SessionEnd with time enough on a busy machine: these tests are about
+               # what it stores, the default budget's about what it leaves (below).
+               CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS="20000")
     env.update(extra)
     (tmp_path / "home").mkdir(exist_ok=True)
     return env

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hostcore.agents import faults, index
-from hostcore.agents.hook import LEAN_BUILTINS, run_hook
+from hostcore.agents.hook import LEAN_BUILTINS, budget_seconds, run_hook
 from hostcore.host import Host
 from hostcore.plugin.loader import load_plugins
 from hostcore.plugin.markers import hookimpl
@@ -70,6 +70,30 @@ def test_a_line_still_being_written_at_session_end_is_stored_by_the_next_tick(ro
         out.write(helpers.claude_line("s1", 3)[40:] + "\n")
     assert helpers.hostcore(root, env, "run", "--once").returncode == 0
     assert helpers.stored_rows(root, env) == 4
+
+
+def test_session_end_leaves_what_does_not_fit_claude_codes_limit_to_the_next_tick(
+        root, env):
+    transcript = helpers.claude_transcript(env, "s1", 20)
+    env["CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS"] = "500"  # less than the margin: no time
+    done = helpers.hook(root, env, helpers.claude_event("SessionEnd", "s1", transcript))
+    assert (done.returncode, done.stdout) == (0, b"")
+    assert helpers.stored_rows(root, env) == 0
+    assert helpers.hostcore(root, env, "run", "--once").returncode == 0
+    assert helpers.stored_rows(root, env) == 20
+
+
+def test_a_session_ends_budget_is_what_its_agent_gives_less_a_margin():
+    assert budget_seconds("SessionEnd", "claude-code", {}) == pytest.approx(0.7)
+    assert budget_seconds("SessionEnd", "claude-code",
+                          {"CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS": "5000"}) \
+        == pytest.approx(4.2)
+    assert budget_seconds("SessionEnd", "codex", {}) == pytest.approx(2.2)
+    assert budget_seconds("SessionEnd", "claude-code",
+                          {"CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS": "soon"}) \
+        == pytest.approx(0.7)
+    assert budget_seconds("Stop", "codex", {}) == 1.0
+    assert budget_seconds("PostToolUse", "claude-code", {}) == 0.5
 
 
 def test_a_codex_stop_stores_its_rollout(root, env):
@@ -260,7 +284,7 @@ def test_a_plugin_that_raises_is_counted_and_the_other_plugins_still_get_the_eve
                      env={"HOSTCORE_LOAD_PLUGINS": ""}, make_host=make_host,
                      started=0.0, clock=lambda: 0.25)
     assert kinds == ["plugin_failed"]
-    assert recorder.seen == [("claude-code", "Stop", "s9", 0.75)]
+    assert recorder.seen == [("claude-code", "Stop", "s9", 0.75)]  # 1 s less 0.25
     assert {f.kind: f.count for f in faults.faults(root)} == {"plugin_failed": 1}
 
 
@@ -270,7 +294,7 @@ def test_what_a_plugin_prints_goes_to_stderr_not_to_the_agent(tmp_path):
     script_root = str(root)
     code = (
         "import io, json, sys\n"
-        "from hostcore.agents.hook import LEAN_BUILTINS, run_hook\n"
+        "from hostcore.agents.hook import LEAN_BUILTINS, budget_seconds, run_hook\n"
         "from hostcore.host import Host\n"
         "from hostcore.plugin.loader import load_plugins\n"
         f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"

@@ -36,12 +36,17 @@ log = logging.getLogger("hostcore.agents.hook")
 # The built-ins a hook loads: the core's events (every host emits one) and this
 # domain's own plugin. Evidence, export and work items are never loaded by a hook.
 LEAN_BUILTINS = ("hostcore.plugin.core", "hostcore.agents.plugin")
-# What a hook run may spend, counted from its start, by event (seconds). SessionEnd:
-# Claude Code gives all SessionEnd hooks together 1.5 s (Codex 3 s), and the
-# interpreter's start before this clock, other plugins' work and the exit come out
-# of it (on a busy machine, half of it); Stop reads a session's transcript.
-BUDGET_SECONDS = {"SessionEnd": 0.7, "Stop": 1.0}
+# What a hook run may spend, counted from its process's start, by event (seconds).
+# Stop reads a session's transcript; SessionEnd's comes from the agent's own limit.
+BUDGET_SECONDS = {"Stop": 1.0}
 DEFAULT_BUDGET_SECONDS = 0.5
+# What all SessionEnd hooks get together: Claude Code 1.5 s unless raised with its
+# variable (milliseconds), Codex 3 s.
+SESSION_END_LIMIT_SECONDS = {"claude-code": 1.5, "codex": 3.0}
+SESSION_END_LIMIT_ENV = "CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS"
+# What a SessionEnd leaves of that limit for the other plugins' work and the exit (on
+# a busy machine, about half of Claude Code's 1.5 s).
+SESSION_END_MARGIN_SECONDS = 0.8
 _CHUNK = 1 << 16
 
 
@@ -97,6 +102,17 @@ def handle_stdin(stream: BinaryIO, *, agent: str | None, root_for: Callable[[], 
                     make_host=lambda plugins: make_host(root, plugins), started=started)
 
 
+def budget_seconds(event: str, agent: str, env: Mapping[str, str]) -> float:
+    """What a hook run for ``event`` may spend, from its process's start (seconds)."""
+    if event != "SessionEnd":
+        return BUDGET_SECONDS.get(event, DEFAULT_BUDGET_SECONDS)
+    limit = SESSION_END_LIMIT_SECONDS.get(agent, SESSION_END_LIMIT_SECONDS["claude-code"])
+    raised = env.get(SESSION_END_LIMIT_ENV, "") if agent == "claude-code" else ""
+    if raised.strip().isdigit():
+        limit = int(raised) / 1000
+    return max(0.0, limit - SESSION_END_MARGIN_SECONDS)
+
+
 def run_hook(*, agent: str | None, data: bytes, oversized: bool, root: Path,
              env: Mapping[str, str], make_host: Callable[[PluginSet], Host],
              started: float, clock: Callable[[], float] = time.monotonic) -> list[str]:
@@ -135,7 +151,7 @@ def run_hook(*, agent: str | None, data: bytes, oversized: bool, root: Path,
         with plugin_output():  # stdout is the agent's: nothing but hook JSON goes there
             host = make_host(lean_plugins(root, env))
             try:
-                budget = BUDGET_SECONDS.get(event.name, DEFAULT_BUDGET_SECONDS)
+                budget = budget_seconds(event.name, agent, env)
                 for plugin_name, call in callers(host.plugins, index.HOOK,
                                                  order="registration"):
                     left = max(0.0, budget - (clock() - started))

@@ -136,7 +136,7 @@ def sample_events(folder: Path) -> list[Any]:
     """One event of each sample name for each agent, naming a transcript that does
     not exist under ``folder``."""
     from hostcore.agents.events import AGENTS, AgentEvent
-    from hostcore.agents.hook import BUDGET_SECONDS, DEFAULT_BUDGET_SECONDS
+    from hostcore.agents.hook import budget_seconds
 
     events = []
     for agent in AGENTS:
@@ -148,5 +148,5 @@ def sample_events(folder: Path) -> list[Any]:
                 tool_name="Bash" if tool else None, tool_use_id="tool-1" if tool else None,
                 source="startup" if name == "SessionStart" else None,
                 reason="other" if name == "SessionEnd" else None,
-                budget_seconds=BUDGET_SECONDS.get(name, DEFAULT_BUDGET_SECONDS)))
+                budget_seconds=budget_seconds(name, agent, {})))
     return events

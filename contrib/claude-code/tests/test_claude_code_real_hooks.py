@@ -27,7 +27,11 @@ def _env(tmp_path: Path, base_url: str) -> dict[str, str]:
             "DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1",
             # This test is about the transcript sources' hook: the other plugins' hooks
             # have tests of their own.
-            "HOSTCORE_LOAD_PLUGINS": "claude-code,codex"}
+            "HOSTCORE_LOAD_PLUGINS": "claude-code,codex",
+            # Claude Code's own knob for SessionEnd hooks (hostcore's budget follows it):
+            # on a busy machine 1.5 s can leave the last lines to the next tick, which
+            # tests/test_agent_hook_command.py checks; here every row must be stored.
+            "CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS": "10000"}
 
 
 def _rows(root: Path, env: dict[str, str]) -> int:

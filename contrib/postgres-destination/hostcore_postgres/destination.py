@@ -4,7 +4,8 @@ Rows are keyed by (stream, origin, position); each origin's position and the
 governance it publishes live in one ``refs`` row (see
 :mod:`hostcore_postgres.schema`). A push is one transaction:
 
-1. lock the origin's ``refs`` row (``SELECT … FOR UPDATE``; the row is created
+1. take the schema's advisory lock, shared (a migration takes it exclusively), then
+   lock the origin's ``refs`` row (``SELECT … FOR UPDATE``; the row is created
    on an origin's first push), reading in the same statement the schema
    version and the destination's instance id;
 2. :func:`~hostcore.export.batch.check_continuity` and
@@ -47,6 +48,7 @@ from hostcore_postgres.errors import (
 from hostcore_postgres.schema import (
     MIGRATIONS,
     check_tables,
+    lock_key,
     migrate,
     read_version,
     refuse_writer,
@@ -217,6 +219,7 @@ class PostgresDestination:
         from psycopg import sql
 
         schema = sql.Identifier(self.schema)
+        conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (lock_key(self.schema),))
         version, min_writer, instance, held = self._lock_ref(conn, schema, batch.stream,
                                                              batch.origin)
         refuse_writer(version, min_writer, self.schema, self._version)

@@ -26,6 +26,7 @@ newer than the writer (:func:`refuse_writer`), and then nothing is written.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, LiteralString, NoReturn
@@ -359,7 +360,7 @@ def migrate(conn: psycopg.Connection[tuple[Any, ...]], schema: str,
         return found, found
     try:
         with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(schema),))
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(schema),))
             # another host may have done it meanwhile
             found, min_writer = read_version(conn, schema)
             refuse_writer(found, min_writer, schema, target)
@@ -445,8 +446,12 @@ def _altered(schema: str, table: str, what: str) -> NoReturn:
         "it as docs/postgres.md defines it (nothing was written)")
 
 
-def _lock_key(schema: str) -> int:
-    """The advisory lock serialising creators of one schema: a signed 64-bit key."""
+@functools.cache
+def lock_key(schema: str) -> int:
+    """The advisory lock of one schema, a signed 64-bit key: a migration holds it
+    exclusively, each push shared, both before touching any table, so a migration
+    waits for the pushes in flight and new pushes wait for it, and neither can hold
+    a table the other waits for (a deadlock that aborts one of them)."""
     import hashlib  # here, not at the top: it loads OpenSSL (a cold start's 2-3 ms)
 
     digest = hashlib.sha256(f"hostcore-postgres:{schema}".encode()).digest()

@@ -12,6 +12,7 @@ import psycopg
 import pytest
 from hostcore_postgres.destination import PostgresDestination
 from hostcore_postgres.errors import PostgresDestinationError
+from hostcore_postgres.schema import lock_key
 
 from hostcore.export.batch import ExportBatch, ExportRow
 from hostcore.export.ref import Ref
@@ -70,9 +71,16 @@ def test_the_schema_as_printed_is_the_schema_the_destination_accepts(pg):
 
 
 def test_version_2_as_printed_on_version_1_is_the_schema_migrate_creates(pg):
-    for block in ("-- schema version 1", "-- schema version 2 (from version 1)"):
-        for statement in statements(sql_block(block)):
-            pg.query(statement)
+    for statement in statements(sql_block("-- schema version 1")):
+        pg.query(statement)
+    printed = statements(sql_block("-- schema version 2 (from version 1)"))
+    # The printed advisory lock is the one migrate and every push take.
+    (lock,) = [s for s in printed if "pg_advisory_xact_lock" in s]
+    assert pg.query(lock.replace("SELECT pg_advisory_xact_lock(", "SELECT (", 1)) == [
+        (lock_key("hostcore"),)]
+    with psycopg.connect(pg.dsn, autocommit=True) as conn:  # BEGIN … COMMIT, as printed
+        for statement in printed:
+            conn.execute(statement)
     destination = PostgresDestination(pg.dsn)
     try:
         assert destination.migrate() == (2, 2), "nothing left to migrate"
@@ -194,6 +202,34 @@ def test_rows_partitioned_by_month_as_fleet_md_prints_them_take_pushes_and_reten
     assert pg.query("SELECT count(*) FROM hostcore.rows WHERE origin = 'old'") == [(0,)]
     assert pg.query("SELECT to_regclass('hostcore.rows_2020_01')") == [(None,)]
     assert pg.held("doc-origin") == [1, 2, 3, 4]
+
+
+def test_rows_partitioned_by_month_take_the_version_2_guards_through_migrate(pg):
+    """fleet.md's partitioned rows under version 1, then `migrate`: the statement
+    trigger on the partitioned table checks and audits what lands in its partitions."""
+    for statement in statements(sql_block("-- schema version 1")):
+        if statement.startswith("CREATE TABLE hostcore.rows"):
+            for replacement in statements(sql_block("-- rows partitioned by month", FLEET)):
+                pg.query(replacement)
+        elif not statement.startswith("CREATE INDEX rows_pushed_at"):
+            pg.query(statement)
+    for job in statements(sql_block("-- monthly: create this month's and next month's "
+                                    "partitions", FLEET)):
+        pg.query(job)
+    owner = PostgresDestination(pg.dsn)
+    try:
+        assert owner.migrate() == (1, 2)
+        assert owner.push(batch(1, 2, 3)).content == 3
+    finally:
+        owner.close()
+    assert pg.query("SELECT machine, rows FROM hostcore.exported") == [("postgres", 3)]
+    intruder = pg.machine("intruder")
+    with pytest.raises(psycopg.Error) as raised:
+        intruder.sql("INSERT INTO hostcore.rows (stream, origin, position, partition, "
+                     "source_id, session_id, ts, directory, git_remote, payload) VALUES "
+                     "('main', 'doc-origin', 9, 'p', 's', 's', 't', '/w', '', '{}')")
+    assert raised.value.sqlstate == "HC001"
+    assert pg.held("doc-origin") == [1, 2, 3]
 
 
 def test_a_push_with_no_partition_for_its_month_is_one_line_and_writes_nothing(pg):

@@ -2,6 +2,7 @@
 
 * ``fake_github`` — the gh provider's fake GitHub on 127.0.0.1 for the real ``gh``
   (plugins/gh-provider/tests/conftest.py, loaded from there, not copied);
+* ``plain_root`` — the evidence and policy of a served root, nothing polled or exported;
 * ``served_root`` — a state root with evidence in a full and a local-only directory,
   a ledger filled by ``hostcore poll --once`` through the real ``gh``, and one export
   to the directory destination, so the ref cache holds governance;
@@ -83,6 +84,12 @@ def make_root(tmp_path: Path, *, outbox: Path | None = None) -> Path:
         host.store.append(evidence_rows())
     ClassList(root / CLASS_LIST_FILE).set("/srv/local", "local-only")
     return root
+
+
+@pytest.fixture
+def plain_root(tmp_path: Path) -> Path:
+    """The served evidence and policy, with no ledger and no export yet."""
+    return make_root(tmp_path)
 
 
 @pytest.fixture

@@ -83,6 +83,87 @@ CREATE TABLE IF NOT EXISTS source_health (
 CREATE TABLE IF NOT EXISTS purged_keys (digest TEXT PRIMARY KEY) WITHOUT ROWID
 """
 
+# Usage: what ``hostcore usage`` reads instead of rows (hostcore.evidence.usage).
+# Triggers keep it as rows are inserted and deleted (appends, purges, partition
+# drops, whichever release runs them), so it can never drift from the rows and
+# the append path pays only for rows that carry usage. One API response counts
+# once however many rows repeat it: ``usage_responses`` names each by the row that
+# counted it, and a purge of that row takes its tokens out again. Buckets are a
+# quarter of an hour of UTC (every zone's offset is a whole number of them), so a
+# report can be cut into days of any zone. These only add tables: a store that
+# has them is still schema 2 to a release that has never heard of them.
+USAGE_DDL = (
+    """CREATE TABLE IF NOT EXISTS usage (
+    scope INTEGER NOT NULL,
+    session_id TEXT NOT NULL,
+    model TEXT NOT NULL,
+    bucket INTEGER NOT NULL,
+    responses INTEGER NOT NULL,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    cache_creation_input_tokens INTEGER NOT NULL,
+    cache_read_input_tokens INTEGER NOT NULL,
+    above_tier TEXT NOT NULL,
+    PRIMARY KEY (scope, session_id, model, bucket)
+) WITHOUT ROWID""",
+    "CREATE TABLE IF NOT EXISTS usage_responses (response TEXT PRIMARY KEY, "
+    "position INTEGER NOT NULL) WITHOUT ROWID",
+    f"""CREATE TRIGGER IF NOT EXISTS usage_counted AFTER INSERT ON evidence
+WHEN instr(new.payload, '"usage":{{') > 0 AND unixepoch(new.ts) IS NOT NULL
+    AND NOT EXISTS (SELECT 1 FROM usage_responses
+                    WHERE response = new.payload ->> '$.usage.response')
+BEGIN
+    INSERT INTO usage_responses (response, position)
+    VALUES (new.payload ->> '$.usage.response', new.position);
+    INSERT INTO usage VALUES (new.scope, new.session_id, new.payload ->> '$.usage.model',
+        unixepoch(new.ts) / {15 * 60}, 1,
+        new.payload ->> '$.usage.input_tokens', new.payload ->> '$.usage.output_tokens',
+        new.payload ->> '$.usage.cache_creation_input_tokens',
+        new.payload ->> '$.usage.cache_read_input_tokens',
+        coalesce(new.payload -> '$.usage.above_tier', '[0,0,0,0]'))
+    ON CONFLICT (scope, session_id, model, bucket) DO UPDATE SET
+        responses = responses + 1,
+        input_tokens = input_tokens + excluded.input_tokens,
+        output_tokens = output_tokens + excluded.output_tokens,
+        cache_creation_input_tokens = cache_creation_input_tokens
+            + excluded.cache_creation_input_tokens,
+        cache_read_input_tokens = cache_read_input_tokens + excluded.cache_read_input_tokens,
+        above_tier = CASE WHEN excluded.above_tier = '[0,0,0,0]' THEN above_tier
+            ELSE json_array((above_tier ->> 0) + (excluded.above_tier ->> 0),
+                            (above_tier ->> 1) + (excluded.above_tier ->> 1),
+                            (above_tier ->> 2) + (excluded.above_tier ->> 2),
+                            (above_tier ->> 3) + (excluded.above_tier ->> 3)) END;
+END""",
+    f"""CREATE TRIGGER IF NOT EXISTS usage_uncounted AFTER DELETE ON evidence
+WHEN instr(old.payload, '"usage":{{') > 0
+    AND EXISTS (SELECT 1 FROM usage_responses
+                WHERE response = old.payload ->> '$.usage.response'
+                AND position = old.position)
+BEGIN
+    DELETE FROM usage_responses WHERE response = old.payload ->> '$.usage.response';
+    UPDATE usage SET
+        responses = responses - 1,
+        input_tokens = input_tokens - (old.payload ->> '$.usage.input_tokens'),
+        output_tokens = output_tokens - (old.payload ->> '$.usage.output_tokens'),
+        cache_creation_input_tokens = cache_creation_input_tokens
+            - (old.payload ->> '$.usage.cache_creation_input_tokens'),
+        cache_read_input_tokens = cache_read_input_tokens
+            - (old.payload ->> '$.usage.cache_read_input_tokens'),
+        above_tier = CASE WHEN old.payload -> '$.usage.above_tier' IS NULL THEN above_tier
+            ELSE json_array((above_tier ->> 0) - (old.payload ->> '$.usage.above_tier[0]'),
+                            (above_tier ->> 1) - (old.payload ->> '$.usage.above_tier[1]'),
+                            (above_tier ->> 2) - (old.payload ->> '$.usage.above_tier[2]'),
+                            (above_tier ->> 3) - (old.payload ->> '$.usage.above_tier[3]')) END
+    WHERE scope = old.scope AND session_id = old.session_id
+        AND model = old.payload ->> '$.usage.model' AND bucket = unixepoch(old.ts) / {15 * 60};
+    DELETE FROM usage WHERE responses <= 0;
+END""",
+)
+# Usage per scope, session, model and bucket; parameters: from bucket, to bucket.
+SELECT_USAGE = ("SELECT scope, session_id, model, bucket, input_tokens, output_tokens, "
+                "cache_creation_input_tokens, cache_read_input_tokens, above_tier "
+                "FROM usage WHERE bucket >= ? AND bucket < ?")
+
 # Pages of a new store: larger pages make an append touch fewer of them (a
 # quarter fewer microseconds a row than SQLite's 4 KiB; benchmarks/ingest.py).
 PAGE_SIZE = 16_384

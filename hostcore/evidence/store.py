@@ -685,6 +685,8 @@ def _create_tables(db: sqlite3.Connection) -> None:
     for statement in schema.DDL.split(";"):
         if statement.strip():
             db.execute(statement)
+    for statement in schema.USAGE_DDL:  # triggers hold ";": one statement apiece
+        db.execute(statement)
 
 
 def _check_version(path: Path, values: dict[str, str]) -> None:

@@ -12,20 +12,66 @@ session id, the timestamp, the directory, the ``origin`` remote of that
 directory's repository (Claude Code records none), and a payload of the record
 type and git branch. The dedupe key is ``<sessionId>:<uuid>`` (a content digest
 when a line has no uuid), so reading a file again adds nothing.
+
+Usage, counts only (see :mod:`hostcore.evidence.usage_fields`): an assistant
+line's ``message.usage`` gives the payload's ``usage`` (model and token kinds),
+named by its message id and request id (``requestId``, or ``requestRef`` in
+newer versions), since one response is written on one line per content block
+and must count once; its ``tool_use`` blocks give ``tools`` (names), a user
+line's ``tool_result`` blocks ``tool_results`` (how many ended ok, how many in
+error). The session's own summary lines carry no ``cwd``: ``cost-state``
+(durations, lines added and removed) and ``tools-used`` (tool names) are filed
+under the directory and time of the file's last line that had them, so
+withholding applies to them as to the rest; ``api-request-blob`` and every other
+line without a ``cwd`` give no row. A usage field of the wrong type, out of
+range, or a name with control characters makes the line count as malformed.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
+from hostcore.evidence import usage_fields
 from hostcore.evidence.rows import EvidenceRow
 from hostcore.evidence.transcripts import FileState, Line, TranscriptSource, line_key
+from hostcore.evidence.usage_fields import BadUsage
 
 NAME = "claude-code"
 EVENT = "claude_code.read"
 PATTERNS = ("projects/*/*.jsonl", "projects/*/*/subagents/*.jsonl")
+# The summary lines without a cwd that are filed under the session's directory.
+SUMMARY_TYPES = ("cost-state", "tools-used")
+# cost-state's fields (milliseconds and lines), as Summary names them -> on a row.
+_SUMMARY_FIELDS = {"total_api_duration": "api_duration_ms",
+                   "total_tool_duration": "tool_duration_ms",
+                   "total_duration": "duration_ms",
+                   "total_lines_added": "lines_added",
+                   "total_lines_removed": "lines_removed"}
+
+
+class Usage(msgspec.Struct):
+    """Token counts of one response; typed ``Any`` so a wrong type is counted, here."""
+
+    input_tokens: Any = None
+    output_tokens: Any = None
+    cache_creation_input_tokens: Any = None
+    cache_read_input_tokens: Any = None
+
+
+class Block(msgspec.Struct):
+    type: Any = None
+    name: Any = None
+    is_error: Any = None
+
+
+class Message(msgspec.Struct):
+    id: Any = None
+    model: Any = None
+    usage: Usage | None = None
+    content: msgspec.Raw = msgspec.Raw()  # decoded only for tool blocks
 
 
 class ClaudeLine(msgspec.Struct, rename="camel"):
@@ -37,9 +83,27 @@ class ClaudeLine(msgspec.Struct, rename="camel"):
     timestamp: str = ""
     uuid: str | None = None
     git_branch: str | None = None
+    message: Message | None = None
+    request_id: Any = None
+    request_ref: Any = None
+
+
+class Summary(msgspec.Struct, rename="camel"):
+    """A ``cost-state`` or ``tools-used`` line: counts and tool names, no content."""
+
+    type: str = ""
+    session_id: str | None = None
+    total_api_duration: Any = None
+    total_tool_duration: Any = None
+    total_duration: Any = None
+    total_lines_added: Any = None
+    total_lines_removed: Any = None
+    tools: Any = None
 
 
 _decoder = msgspec.json.Decoder(ClaudeLine)
+_summary_decoder = msgspec.json.Decoder(Summary)
+_blocks_decoder = msgspec.json.Decoder(list[Block] | str | None)
 
 
 def parse_line(source: TranscriptSource, name: str, line: Line,
@@ -54,13 +118,27 @@ def parse_line(source: TranscriptSource, name: str, line: Line,
     except msgspec.DecodeError:
         counts.malformed += 1
         return None
+    context = state.context
     if not record.cwd:
+        if record.type in SUMMARY_TYPES and context.get("cwd"):
+            return _summary_row(source, name, line, state)
         counts.no_cwd += 1
         return None
     session = record.session_id or Path(name).stem
-    payload: dict[str, str] = {"type": record.type}
+    payload: dict[str, Any] = {"type": record.type}
     if record.git_branch:
         payload["branch"] = record.git_branch
+    if record.message is not None:
+        try:
+            _add_usage(payload, record, line.data)
+        except (BadUsage, msgspec.DecodeError):
+            counts.malformed += 1
+            return None
+    # Where the session's summary lines, which carry neither, are filed.
+    if context.get("cwd") != record.cwd:
+        context["cwd"] = record.cwd
+    if record.timestamp:
+        context["ts"] = record.timestamp
     return EvidenceRow(
         partition=NAME,
         source_id=NAME,
@@ -70,4 +148,70 @@ def parse_line(source: TranscriptSource, name: str, line: Line,
         git_remote=source.remote_of(record.cwd),
         payload=payload,
         key=f"{session}:{record.uuid}" if record.uuid else line_key(session, line),
+    )
+
+
+def _add_usage(payload: dict[str, Any], record: ClaudeLine, data: bytes) -> None:
+    """Put the line's token counts and tool names and outcomes on ``payload``."""
+    message = record.message
+    assert message is not None
+    if message.usage is not None:
+        usage = message.usage
+        found = (usage_fields.count(usage.input_tokens), usage_fields.count(usage.output_tokens),
+                 usage_fields.count(usage.cache_creation_input_tokens),
+                 usage_fields.count(usage.cache_read_input_tokens))
+        model = "unknown" if message.model is None else usage_fields.name(message.model)
+        request = record.request_id if record.request_id is not None else record.request_ref
+        if isinstance(message.id, str) and isinstance(request, str):
+            response = usage_fields.response_digest(message.id, request)
+        else:
+            # Nothing names the response: it counts on its own (as ccusage counts it).
+            response = usage_fields.response_digest(record.session_id or "", record.uuid or "",
+                                                    record.timestamp)
+        payload["usage"] = usage_fields.tokens(model, found, response)
+    # Looked for in the line's bytes first: most lines hold no tool block.
+    if not message.content or (b'"tool_use"' not in data and b'"tool_result"' not in data):
+        return
+    blocks = _blocks_decoder.decode(message.content)
+    if not isinstance(blocks, list):
+        return
+    tools = [usage_fields.name(b.name) for b in blocks if b.type == "tool_use"]
+    if tools:
+        payload["tools"] = tools
+    results = [b.is_error is True for b in blocks if b.type == "tool_result"]
+    if results:
+        payload["tool_results"] = {"ok": results.count(False), "error": results.count(True)}
+
+
+def _summary_row(source: TranscriptSource, name: str, line: Line,
+                 state: FileState) -> EvidenceRow | None:
+    """A row for a summary line, under the directory and time of the file's last line."""
+    counts = source.counts
+    try:
+        record = _summary_decoder.decode(line.data)
+        payload: dict[str, Any] = {"type": record.type}
+        if record.type == "tools-used":
+            if not isinstance(record.tools, list):
+                raise BadUsage("tools is not a list")
+            payload["tools"] = [usage_fields.name(tool) for tool in record.tools]
+        else:
+            found = {field: getattr(record, attribute)
+                     for attribute, field in _SUMMARY_FIELDS.items()}
+            payload["summary"] = {field: usage_fields.measure(value)
+                                  for field, value in found.items() if value is not None}
+    except (msgspec.DecodeError, BadUsage):
+        counts.malformed += 1
+        return None
+    context = state.context
+    directory = context["cwd"]
+    session = record.session_id or Path(name).stem
+    return EvidenceRow(
+        partition=NAME,
+        source_id=NAME,
+        session_id=session,
+        ts=context.get("ts", ""),
+        directory=directory,
+        git_remote=source.remote_of(directory),
+        payload=payload,
+        key=line_key(session, line),
     )

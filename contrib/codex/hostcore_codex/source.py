@@ -16,14 +16,26 @@ One row per line once the header is known: partition and source id ``codex``,
 the remote from ``git.repository_url`` (credentials stripped) or else the
 directory's git config. The dedupe key is ``<session id>:<content digest>``, so
 reading a file again, or an archived file moved back, adds nothing.
+
+Usage, counts only (see :mod:`hostcore.evidence.usage_fields`): a ``token_count``
+event's ``info.total_token_usage`` is the session's running total, and Codex
+writes it again without a new response at times, so a row's ``usage`` is what the
+total grew by since the file's last one (kept in the file's context with the
+model its latest ``turn_context`` named); an event whose total did not grow
+carries none. The kinds: ``input_tokens`` less ``cached_input_tokens`` as input,
+``cached_input_tokens`` as cache reads, ``output_tokens`` (reasoning included) as
+output. Without a total, ``last_token_usage`` is the response's own. A figure of
+the wrong type or out of range makes the line count as malformed.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
+from hostcore.evidence import usage_fields
 from hostcore.evidence.rows import EvidenceRow
 from hostcore.evidence.transcripts import (
     FileState,
@@ -49,6 +61,28 @@ class Payload(msgspec.Struct):
     id: str | None = None
     cwd: str | None = None
     git: GitInfo | None = None
+    model: Any = None
+
+
+class TokenUsage(msgspec.Struct):
+    """One of a ``token_count`` event's figures; typed ``Any`` so a wrong type is
+    counted here, not taken for a count."""
+
+    input_tokens: Any = None
+    cached_input_tokens: Any = None
+    output_tokens: Any = None
+
+
+class TokenInfo(msgspec.Struct):
+    total_token_usage: TokenUsage | None = None
+    last_token_usage: TokenUsage | None = None
+
+
+class TokenCount(msgspec.Struct):
+    """An ``event_msg`` payload; only a ``token_count`` one is decoded as this."""
+
+    type: str = ""
+    info: TokenInfo | None = None
 
 
 class RolloutLine(msgspec.Struct):
@@ -59,6 +93,7 @@ class RolloutLine(msgspec.Struct):
 
 _line_decoder = msgspec.json.Decoder(RolloutLine)
 _payload_decoder = msgspec.json.Decoder(Payload | None)
+_token_decoder = msgspec.json.Decoder(TokenCount | None)
 
 
 def parse_line(source: TranscriptSource, name: str, line: Line,
@@ -91,6 +126,16 @@ def parse_line(source: TranscriptSource, name: str, line: Line,
         counts.no_cwd += 1
         return None
     session = context.get("session", "")
+    row_payload: dict[str, Any] = {"type": record.type}
+    try:
+        if payload is not None and payload.model is not None:
+            context["model"] = usage_fields.name(payload.model)
+        # Looked for in the bytes first: most event_msg lines are no token count.
+        if record.type == "event_msg" and b'"token_count"' in line.data:
+            _add_usage(row_payload, context, session, record.payload)
+    except (usage_fields.BadUsage, msgspec.DecodeError):
+        counts.malformed += 1
+        return None
     return EvidenceRow(
         partition=NAME,
         source_id=NAME,
@@ -98,9 +143,51 @@ def parse_line(source: TranscriptSource, name: str, line: Line,
         ts=record.timestamp,
         directory=directory,
         git_remote=context.get("remote") or source.remote_of(directory),
-        payload={"type": record.type},
+        payload=row_payload,
         key=line_key(session, line),
     )
+
+
+def _figures(usage: TokenUsage) -> tuple[int, int, int]:
+    """Input, cached input and output of one ``token_count`` figure, checked."""
+    found = (usage_fields.count(usage.input_tokens),
+             usage_fields.count(usage.cached_input_tokens),
+             usage_fields.count(usage.output_tokens))
+    if found[1] > found[0]:
+        raise usage_fields.BadUsage("more cached input than input")
+    return found
+
+
+def _add_usage(payload: dict[str, Any], context: dict[str, str], session: str,
+               raw: msgspec.Raw) -> None:
+    """Put what this ``token_count`` event adds to the session on ``payload``."""
+    event = _token_decoder.decode(raw)
+    if event is None or event.type != "token_count" or event.info is None:
+        return
+    info = event.info
+    if info.total_token_usage is not None:
+        total = _figures(info.total_token_usage)
+        before = tuple(int(n) for n in context.get("total", "0,0,0").split(","))
+        grew = tuple(now - then for now, then in zip(total, before, strict=True))
+        context["total"] = ",".join(map(str, total))
+        if min(grew) < 0:
+            # The total started over (a new file of a resumed session): this
+            # response is the last figure, or the whole total when there is none.
+            grew = (_figures(info.last_token_usage) if info.last_token_usage is not None
+                    else total)
+        if not any(grew):
+            return  # the same total written again: no new response
+        response = usage_fields.response_digest(session, context["total"])
+    elif info.last_token_usage is not None:
+        grew = _figures(info.last_token_usage)
+        response = usage_fields.response_digest(session, bytes(raw).hex())
+    else:
+        return
+    fresh, cached, output = grew[0] - grew[1], grew[1], grew[2]
+    if fresh < 0:
+        raise usage_fields.BadUsage("more cached input than input")
+    payload["usage"] = usage_fields.tokens(context.get("model", "unknown"),
+                                           (fresh, output, 0, cached), response)
 
 
 def _remember_header(context: dict[str, str], name: str, session: str | None,

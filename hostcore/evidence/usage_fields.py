@@ -1,0 +1,75 @@
+"""The usage fields a transcript source may put on an evidence row: counts, never content.
+
+A row's payload carries them under ``usage`` (one API response's tokens: the
+model and the four token kinds, and the digest that names the response so the
+store counts it once however many lines repeat it) and under ``summary`` (a
+session's own totals: durations and lines added and removed). Every value is
+checked here before it goes on a row: an agent's transcript is input, and a
+count of the wrong type, a negative one or one past :data:`MAX_COUNT` must be
+counted and skipped, never summed into a total.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hostcore.evidence.blake2 import blake2b
+
+# The largest count accepted: far past any real response (a million-token context
+# a request, for years), small enough that sums of millions of them fit SQLite's
+# 64-bit integers.
+MAX_COUNT = 10**12
+# The longest model or tool name kept; anything longer is not a name.
+MAX_NAME_CHARS = 128
+# Above this many tokens of one kind in one response, some models bill a higher
+# price (a long-context tier): the excess is kept apart so the cost can use it.
+TIER_THRESHOLD = 200_000
+# The token kinds, in the order rows, aggregates and reports list them.
+TOKEN_KINDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens",
+               "cache_read_input_tokens")
+
+
+class BadUsage(ValueError):
+    """A usage field that is no count or no name: the line is counted and skipped."""
+
+
+def count(value: Any) -> int:
+    """``value`` as a token count or duration, or :class:`BadUsage`. ``None`` is 0."""
+    if value is None:
+        return 0
+    if type(value) is not int or value < 0 or value > MAX_COUNT:
+        raise BadUsage("not a count")
+    return value
+
+
+def measure(value: Any) -> int:
+    """``value`` as a duration or a line count, which some versions write with a
+    fraction: rounded down, or :class:`BadUsage`."""
+    if type(value) is float and 0 <= value <= MAX_COUNT:  # NaN and infinities fail here
+        return int(value)
+    return count(value)
+
+
+def name(value: Any) -> str:
+    """``value`` as a model or tool name, or :class:`BadUsage`: short printable text."""
+    if (type(value) is not str or not value or len(value) > MAX_NAME_CHARS
+            or not value.isprintable() or not value.isascii()):
+        raise BadUsage("not a name")
+    return value
+
+
+def response_digest(*parts: str) -> str:
+    """The id of one API response on a row: a digest of the ids that name it, so the
+    row carries no identifier of the provider's own."""
+    return blake2b("\0".join(parts).encode(), digest_size=12).hexdigest()
+
+
+def tokens(model: str, counts: tuple[int, int, int, int], response: str) -> dict[str, Any]:
+    """The ``usage`` payload of one response: model, the four kinds, its digest and,
+    when a kind passed :data:`TIER_THRESHOLD`, the excess of each kind."""
+    found: dict[str, Any] = {"model": model, "response": response}
+    found.update(zip(TOKEN_KINDS, counts, strict=True))
+    above = [max(0, n - TIER_THRESHOLD) for n in counts]
+    if any(above):
+        found["above_tier"] = above
+    return found

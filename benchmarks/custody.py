@@ -8,27 +8,30 @@ acquisitions to every session start. In one run this script measures:
   ``HeartbeatRegistry.start_session`` (target: at most 1 lock), and the same per
   agent-owned start, refresh within its interval and end (``start_agent_session``,
   ``refresh_agent_session``, ``end_agent_session``: target at most 1 lock each);
-* **stale sweep**: a registry of ``--heartbeats`` sessions (default 10,000), each
-  with its heartbeat, pid-map entry and prompt hash, of which ``--stale`` (default
-  1%) died an hour ago. The sweep's wall time is divided by a plain
-  ``os.scandir`` + ``stat`` pass over the same three folders in the same run
+* **stale sweep**: registries of ``--heartbeats`` sessions (default 1,000, 10,000
+  and 100,000), each with its heartbeat, pid-map entry and prompt hash, of which
+  ``--stale`` (default 1%) died an hour ago. The sweep's wall and CPU time are each
+  divided by a plain ``os.scandir`` + ``stat`` pass over the same three folders
   (target: at most 3x), with the sweep's own lock acquisitions;
-* the median ratio over ``--repeat`` runs (default 3), each on a fresh registry;
+* ``--repeat`` runs per size (default 5), interleaved: each run re-plants the stale
+  share, times the raw pass, then the sweep, so a change in the machine's load weighs
+  on both sides alike; the median, min and max ratio are printed with PASS/MISS;
 * a **steady-state sweep** (nothing stale left) against the same raw pass;
 * peak Python memory (tracemalloc) of a sweep with the same stale share;
 * **start latency under a sweep**: median and p99 of ``start_session`` on a
   registry of ``--heartbeats`` sessions, first idle, then while another process
   sweeps that registry over and over (re-planting its stale share before each
   sweep, so every sweep has custody work to do), against a raw start (one
-  ``flock`` and four plain atomic renames) measured in the same run. Goal: p99
+  ``flock`` and four plain atomic renames) measured in the same run
+  (``--latency-heartbeats``, default 10,000). Goal: p99
   under the sweep at most 2x the idle p99.
 
 File creation dominates the custody path (four small files per stale heartbeat, three
-of them intent manifests fsynced before their pin), and its latency swings by an order
+of them intent manifests published before their pin), and its latency swings by an order
 of magnitude with the filesystem's load, so the run also prints what creating one file
 costs there and then; ``--dir`` picks the filesystem.
 
-Usage: ``python benchmarks/custody.py [--heartbeats N] [--stale F] [--repeat R]
+Usage: ``python benchmarks/custody.py [--heartbeats N ...] [--stale F] [--repeat R]
 [--dir PATH] [--quick]``
 """
 
@@ -136,8 +139,52 @@ def timed(action):
     return time.perf_counter() - started, result
 
 
+def timed_both(action):
+    """(wall seconds, CPU seconds of this process, result) of ``action()``."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = action()
+    return time.perf_counter() - wall, time.process_time() - cpu, result
+
+
 def raw_seconds(registry: HeartbeatRegistry) -> float:
     return statistics.median(timed(lambda: raw_scan(registry))[0] for _ in range(RAW_PASSES))
+
+
+def raw_both(registry: HeartbeatRegistry) -> tuple[float, float]:
+    """Median wall and median CPU seconds of the raw pass."""
+    runs = [timed_both(lambda: raw_scan(registry))[:2] for _ in range(RAW_PASSES)]
+    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+
+
+def spread(samples: list[float]) -> str:
+    return (f"median {statistics.median(samples):.2f} (min {min(samples):.2f}, "
+            f"max {max(samples):.2f})")
+
+
+def bench_sweep(root: Path, sessions: int, stale: int, repeat: int) -> dict[str, object]:
+    """Interleaved runs on one registry of ``sessions``: each re-plants ``stale`` dead
+    sessions, times the raw pass, then the sweep."""
+    registry = HeartbeatRegistry(root / f"registry-{sessions}")
+    populate(registry, sessions, 0)
+    walls: list[float] = []
+    cpus: list[float] = []
+    sweep_ms: list[float] = []
+    raw_ms: list[float] = []
+    report = None
+    for n in range(repeat):
+        populate(registry, stale, stale, prefix=f"dead{n}")
+        raw_scan(registry)  # warm the cache for both sides alike
+        raw_wall, raw_cpu = raw_both(registry)
+        wall, cpu, report = timed_both(lambda: StaleSweep(registry).run())
+        assert report.deleted == stale, report
+        walls.append(wall / raw_wall)
+        cpus.append(cpu / raw_cpu)
+        sweep_ms.append(wall * 1000)
+        raw_ms.append(raw_wall * 1000)
+    assert report is not None
+    return {"registry": registry, "files": raw_scan(registry), "walls": walls, "cpus": cpus,
+            "sweep_ms": statistics.median(sweep_ms), "raw_ms": statistics.median(raw_ms),
+            "report": report}
 
 
 def create_latency(folder: Path, count: int = 200) -> float:
@@ -300,17 +347,20 @@ def main() -> None:
         sweeper(root, int(sessions), int(stale), control)
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--heartbeats", type=int, default=10_000)
+    parser.add_argument("--heartbeats", type=int, nargs="+",
+                        default=[1_000, 10_000, 100_000], help="registry sizes swept")
+    parser.add_argument("--latency-heartbeats", type=int, default=10_000,
+                        help="registry size of the start-latency windows")
     parser.add_argument("--stale", type=float, default=0.01, help="stale share (0..1)")
     parser.add_argument("--quick", action="store_true", help="1,000 heartbeats, one run")
-    parser.add_argument("--repeat", type=int, default=3, help="sweeps timed (median)")
+    parser.add_argument("--repeat", type=int, default=5,
+                        help="interleaved sweeps timed per size (median, min, max)")
     parser.add_argument("--dir", default=None,
                         help="where to build the registries (default: the temp folder)")
     args = parser.parse_args()
-    sessions = 1_000 if args.quick else args.heartbeats
+    sizes = [1_000] if args.quick else args.heartbeats
     if args.quick:
         args.repeat = 1
-    stale = max(1, round(sessions * args.stale))
     root = Path(tempfile.mkdtemp(prefix="custody-bench-", dir=args.dir))
     try:
         locks_per_start, start_seconds = bench_session_start(root)
@@ -324,28 +374,29 @@ def main() -> None:
               f"{agent['end_locks']:.2f} locks {agent['end_ms']:.2f} ms "
               f"(target <= {LOCK_TARGET} each)")
 
-        registry = HeartbeatRegistry(root / "registry")
-        ratios, sweeps, raws = [], [], []
-        for _ in range(args.repeat):
-            shutil.rmtree(registry.root, ignore_errors=True)
-            populate(registry, sessions, stale)
-            files = raw_scan(registry)  # warm the cache for both sides alike
-            raw = raw_seconds(registry)
-            sweep_seconds, report = timed(lambda: StaleSweep(registry).run())
-            assert report.deleted == stale, report
-            ratios.append(sweep_seconds / raw)
-            sweeps.append(sweep_seconds)
-            raws.append(raw)
-        ratio = statistics.median(ratios)
         create = create_latency(root / "create-probe")
-        print(f"sweep of {sessions:,} heartbeats ({stale} stale, {files:,} files), "
-              f"median of {args.repeat}: {statistics.median(sweeps) * 1000:.1f} ms vs raw "
-              f"scandir+stat {statistics.median(raws) * 1000:.1f} ms -> ratio {ratio:.2f} "
-              f"(runs {', '.join(f'{r:.2f}' for r in ratios)}; target <= {RATIO_TARGET}); "
-              f"{report.lock_acquisitions} lock acquisitions "
-              f"({report.lock_acquisitions / stale:.2f} per stale heartbeat), "
-              f"{report.deleted} deleted, {report.dependents_deleted} dependents deleted; "
-              f"file creation here now: {create * 1e6:.0f} us each")
+        print(f"file creation here now: {create * 1e6:.0f} us each")
+        sweep_verdicts = {}
+        for sessions in sizes:
+            stale = max(1, round(sessions * args.stale))
+            run = bench_sweep(root, sessions, stale, args.repeat)
+            report = run["report"]
+            walls, cpus = run["walls"], run["cpus"]
+            met = statistics.median(walls) <= RATIO_TARGET \
+                and statistics.median(cpus) <= RATIO_TARGET
+            sweep_verdicts[f"sweep vs raw at {sessions:,}"] = met
+            over = sum(r > RATIO_TARGET for r in walls)
+            print(f"sweep of {sessions:,} heartbeats ({stale} stale, {run['files']:,} files), "
+                  f"{args.repeat} interleaved runs: {run['sweep_ms']:.1f} ms vs raw "
+                  f"scandir+stat {run['raw_ms']:.1f} ms; ratio by wall {spread(walls)}, "
+                  f"by CPU {spread(cpus)}; {over} of {args.repeat} runs over "
+                  f"{RATIO_TARGET}x by wall; {report.lock_acquisitions} lock acquisitions "
+                  f"({report.lock_acquisitions / stale:.2f} per stale heartbeat), "
+                  f"{report.deleted} deleted, {report.dependents_deleted} dependents deleted"
+                  f" -> {'PASS' if met else 'MISS'} (target <= {RATIO_TARGET})")
+        sessions = sizes[-1]
+        stale = max(1, round(sessions * args.stale))
+        registry = run["registry"]
 
         raw_after = raw_seconds(registry)
         steady_seconds, steady = timed(lambda: StaleSweep(registry).run())
@@ -361,6 +412,9 @@ def main() -> None:
         tracemalloc.stop()
         print(f"peak Python memory of a sweep: {peak / 1e6:.1f} MB")
 
+        # The latency windows keep to one registry size: the sweep's cost is measured above.
+        sessions = 1_000 if args.quick else args.latency_heartbeats
+        stale = max(1, round(sessions * args.stale))
         lat = bench_start_under_sweep(root, sessions, stale,
                                       START_SAMPLES // 4 if args.quick else START_SAMPLES,
                                       1 if args.quick else START_ROUNDS)
@@ -377,7 +431,7 @@ def main() -> None:
               f"{lat['idle_median'] / lat['raw_median']:.2f}")
         verdicts = {"locks per start": locks_per_start <= LOCK_TARGET,
                     "locks per agent-owned start": agent["start_locks"] <= LOCK_TARGET,
-                    "sweep vs raw": ratio <= RATIO_TARGET,
+                    **sweep_verdicts,
                     "start p99 under a sweep": p99_ratio <= P99_TARGET}
         missed = [name for name, met in verdicts.items() if not met]
         print("targets met" if not missed else f"TARGETS MISSED: {', '.join(missed)}")

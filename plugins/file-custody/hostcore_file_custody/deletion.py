@@ -1,7 +1,7 @@
 """Delete exactly the bytes that were observed, never the path a writer may republish.
 
-:func:`delete_file_if_unchanged` never unlinks the original path. It records a
-durable intent manifest in the private folder beside the file (see
+:func:`delete_file_if_unchanged` never unlinks the original path. It records an
+intent manifest in the private folder beside the file (see
 :mod:`.private`), moves the live name into that folder with one atomic rename
 (the *pin*), and only then decides, looking at the pinned inode rather than at
 a path a writer may have republished:

@@ -3,9 +3,11 @@
 ``<folder>/.custody`` (mode 0700, owned by us; a symlink or a folder others can
 read is refused) holds, for each deletion in flight, an intent manifest
 ``<op>.json`` and, once the live name was moved there, the pin ``<op>.pin``.
-Manifests are written durably (file and folder fsynced) *before* the pin's
-rename, so after a power cut a pin never outlives its manifest and a manifest is
-never torn.
+Manifests are published by atomic rename *before* the pin's rename, so a process
+killed at any step leaves a pin only beside its whole manifest. They are not
+fsynced: the guarantee covers a process's death, and the kernel keeps every write
+a dead process made (seed 001 does not establish recovery from power loss). Six
+fsyncs per stale heartbeat were most of a sweep's cost.
 
 :func:`pending_custody` reads a private folder without acting, for sweeps and
 status: which source names an operation in flight protects, and whether an
@@ -153,10 +155,10 @@ def new_op() -> str:
 
 
 def write_manifest(private_fd: int, manifest: DeletionManifest) -> None:
-    """Write ``manifest`` durably: a power cut leaves it whole or absent, never torn,
-    and never absent while its pin's rename survives."""
+    """Publish ``manifest`` atomically: whole or absent to every reader, and present
+    before this process renames the pin (not fsynced: see the module's note)."""
     publish_at(private_fd, f"{manifest.op}{MANIFEST_SUFFIX}", msgspec.json.encode(manifest),
-               durable=True)
+               durable=False)
 
 
 def drop(private_fd: int, name: str) -> None:

@@ -1,4 +1,4 @@
-"""Every stuck state has a way out: durable manifests, no-clobber put-back of anything
+"""Every stuck state has a way out: no-clobber put-back of anything
 pinned (folders, files that cannot be hard-linked), a hand release that keeps the
 evidence, and pruning by age of what nothing else will ever finish."""
 
@@ -7,10 +7,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
-import re
-import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -28,9 +25,6 @@ from hostcore_file_custody.private import DeletionManifest
 from hostcore_file_custody.status import custody_status
 from hostcore_file_custody.worker import run_custody_pass
 
-from hostcore.testing import require_tool
-
-CHILD = Path(__file__).parent / "helpers" / "custody_kill_child.py"
 HOUR = 3600.0
 
 
@@ -79,32 +73,6 @@ def _private(folder: Path) -> list[str]:
     private = folder / ".custody"
     return sorted(n for n in os.listdir(private) if not n.startswith(".")) \
         if private.exists() else []
-
-
-# -- durable manifests -------------------------------------------------------------
-
-
-def test_the_intent_manifest_is_fsynced_with_its_folder_before_the_pin_is_renamed(tmp_path):
-    require_tool("strace", "Debian: apt-get install strace")
-    strace = shutil.which("strace")
-    path = tmp_path / "cache" / "alpha.json"
-    path.parent.mkdir()
-    path.write_bytes(b"stale heartbeat")
-    trace = tmp_path / "trace"
-    probe = subprocess.run([strace, "-f", "-y", "-o", str(trace), "-e",
-                            "trace=fsync,fdatasync,rename,renameat,renameat2",
-                            sys.executable, str(CHILD), "delete", str(path), "none", "yes"],
-                           capture_output=True, text=True, timeout=120)
-    if probe.returncode != 0 and "ptrace" in probe.stderr:
-        pytest.skip(f"strace cannot trace here: {probe.stderr.strip()[-200:]}")
-    assert probe.stdout.strip() == "done deleted", probe.stderr[-2000:]
-    calls = [line for line in trace.read_text().splitlines() if "custody" in line]
-    pin = next(i for i, line in enumerate(calls)
-               if re.search(r'rename.*"alpha\.json".*\.custody>, "op_\w+\.pin"', line))
-    before = calls[:pin]
-    assert any(re.search(r"fsync\(\d+<[^>]*\.custody/\.op_\w+\.json\.\w+\.tmp>", c)
-               for c in before), before
-    assert any(re.search(r"fsync\(\d+<[^>]*\.custody>\)", c) for c in before), before
 
 
 # -- putting anything back ---------------------------------------------------------

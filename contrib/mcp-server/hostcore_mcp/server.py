@@ -77,13 +77,11 @@ def build_server(served: ServedRoot) -> MCPServer[Any]:
                               structured_content=value,
                               _meta={STALENESS_KEY: {"moved": moved}} if moved else None)
 
-    @server.tool(name="status", title="hostcore status")
     def status(ctx: Context) -> Annotated[CallToolResult, StatusAnswer]:
         """What `hostcore status --json` reports: each component's counts and
         availability, and the last tick this root ran, with its age."""
         return answer(ctx, "status", answers.status)
 
-    @server.tool(name="work_items", title="Open work items")
     def work_items(
         ctx: Context,
         repository: Annotated[str | None, Field(
@@ -101,7 +99,6 @@ def build_server(served: ServedRoot) -> MCPServer[Any]:
         return answer(ctx, "work_items", lambda host: answers.work_items(
             host, repository=repository, state=state, limit=limit, offset=offset))
 
-    @server.tool(name="evidence_summary", title="Evidence counts")
     def evidence_summary(
         ctx: Context,
         partition: Annotated[str | None, Field(
@@ -113,13 +110,17 @@ def build_server(served: ServedRoot) -> MCPServer[Any]:
         return answer(ctx, "evidence_summary",
                       lambda host: answers.evidence_summary(host, partition=partition))
 
-    @server.tool(name="freshness", title="Freshness against the destination")
     def freshness(ctx: Context) -> Annotated[CallToolResult, FreshnessAnswer]:
         """This host's ref against its export destination's, component by component
         (content: behind/ahead; context, terms, decisions: current/moved/unknown)."""
         return answer(ctx, "freshness", answers.freshness)
 
-    for tool in (status, work_items, evidence_summary, freshness):
+    for tool, title in ((status, "hostcore status"), (work_items, "Open work items"),
+                        (evidence_summary, "Evidence counts"),
+                        (freshness, "Freshness against the destination")):
+        # The docstring is the description agents read: without its source indentation.
+        server.add_tool(tool, name=tool.__name__, title=title,
+                        description=inspect.cleandoc(tool.__doc__ or ""))
         known.tools[tool.__name__] = _arguments(tool)
 
     @server.resource(STATUS_URI, name="status", mime_type="application/json",

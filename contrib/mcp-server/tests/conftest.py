@@ -7,6 +7,7 @@
   a ledger filled by ``hostcore poll --once`` through the real ``gh``, and one export
   to the directory destination, so the ref cache holds governance;
 * ``facts`` — what the served root holds (rows per directory, the listed issues);
+* ``root_env(root)`` — the environment of a ``hostcore`` process on ``root``;
 * ``hostcore(root, *args)`` — run another ``hostcore`` process on that root;
 * ``mcp_client(root)`` — the MCP Python SDK's client over stdio to ``hostcore mcp``.
 """
@@ -110,6 +111,12 @@ def served_root(tmp_path: Path, fake_github: Any) -> Path:
 def facts() -> types.SimpleNamespace:
     """What ``served_root`` holds: rows per directory, the issues GitHub lists."""
     return types.SimpleNamespace(full_rows=FULL_ROWS, local_rows=LOCAL_ROWS, issues=ISSUES)
+
+
+@pytest.fixture
+def root_env() -> Callable[..., dict[str, str]]:
+    """``root_env(root)``: the environment a ``hostcore`` process on ``root`` runs with."""
+    return env_for
 
 
 @pytest.fixture

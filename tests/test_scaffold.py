@@ -144,6 +144,15 @@ def test_every_registration_kind_has_a_scaffold_spelt_the_same(hostcore_cli, tmp
     assert set(KINDS) == {*REGISTRATION_KINDS, "command"}
 
 
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_the_package_of_every_kind_passes_mypy_strict(tmp_path, kind):
+    target, _ = create_plugin("typed", kind, tmp_path / "pkg")
+    done = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental",
+                           "hostcore_typed"], cwd=target, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout
+
+
 def test_a_command_plugin_passes_mypy_strict_and_its_own_tests(tmp_path):
     target, files = create_plugin("notes", "command", tmp_path / "pkg")
     assert Path("hostcore_notes/command.py") in files

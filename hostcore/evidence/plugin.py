@@ -104,8 +104,11 @@ def hostcore_policy_inputs(host: Host) -> tuple[Any, ...]:
 
     # The dotfile part covers the store's directories, so every process over this
     # root computes the same fingerprint (not one that depends on what it read).
+    # Rows bring scopes and purges take them: the partitions' versions tell when
+    # the directories must be read again, in one small read.
     return (ClassList(host.root / CLASS_LIST_FILE), SyncOptOut(host.root / OPT_OUT_FILE),
-            IgnoreDotfiles(directories=lambda: host.store.directories()))
+            IgnoreDotfiles(directories=lambda: host.store.directories(),
+                           version=lambda: host.store.partitions()))
 
 
 @hookimpl
@@ -354,3 +357,5 @@ def hostcore_commands(cli: click.Group) -> None:
 
     for command in (evidence_command, purge_command, policy_group):
         cli.add_command(command)
+    from hostcore.evidence.usage_command import usage_command
+    cli.add_command(usage_command)

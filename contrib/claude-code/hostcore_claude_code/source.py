@@ -93,7 +93,7 @@ class Summary(msgspec.Struct, rename="camel"):
 
     type: str = ""
     session_id: str | None = None
-    total_api_duration: Any = None
+    total_api_duration: Any = msgspec.field(default=None, name="totalAPIDuration")
     total_tool_duration: Any = None
     total_duration: Any = None
     total_lines_added: Any = None

@@ -1,0 +1,123 @@
+"""``hostcore usage``: tokens and cost per day, session, project, model or machine.
+
+A module-level click command (the evidence built-in plugin adds it to the CLI),
+kept apart from :mod:`hostcore.evidence.commands` so the report's code loads only
+when this command runs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import click
+
+from hostcore.evidence.prices import UsageSettings, load_prices
+from hostcore.evidence.usage import BY, Entry, Report, Tokens, read_report
+from hostcore.host import Host
+from hostcore.plugin.cli import emit_json, json_option, pass_host
+
+__all__ = ["usage_command"]
+
+# The narrowest a key column is cut to before the models column is left out.
+_MIN_KEY_WIDTH = 12
+_HEADERS = ("Input", "Output", "Cache create", "Cache read", "Cost (USD)")
+
+
+def _date(ctx: click.Context, param: click.Parameter, value: str | None) -> dt.date | None:
+    """Click callback: a day as ``YYYY-MM-DD`` or ``YYYYMMDD``."""
+    if value is None:
+        return None
+    for layout in ("%Y-%m-%d", "%Y%m%d"):
+        try:
+            return dt.datetime.strptime(value, layout).date()
+        except ValueError:
+            continue
+    raise click.BadParameter(f"{value!r}: expected a day, YYYY-MM-DD")
+
+
+def _zone(ctx: click.Context, param: click.Parameter, value: str | None) -> ZoneInfo | None:
+    """Click callback: an IANA zone; none given means the local zone (``TZ`` honoured)."""
+    if value is None:
+        return None
+    try:
+        return ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise click.BadParameter(f"{value!r}: not a time zone this machine knows "
+                                 "(an IANA name such as Europe/Paris)") from None
+
+
+@click.command("usage")
+@click.option("--by", type=click.Choice(BY), default="day", show_default=True,
+              help="What each line of the report is.")
+@click.option("--since", callback=_date, help="From this day (YYYY-MM-DD, in --tz).")
+@click.option("--until", callback=_date, help="To this day, included.")
+@click.option("--source", "source_id", help="Only usage of this source id.")
+@click.option("--tz", "zone", callback=_zone,
+              help="The zone days are cut in (default: the local zone, TZ honoured).")
+@click.option("--exportable", is_flag=True,
+              help="Only usage the withholding policy lets leave this machine.")
+@json_option
+@pass_host(read_only=True)
+def usage_command(host: Host, by: str, since: dt.date | None, until: dt.date | None,
+                  source_id: str | None, zone: ZoneInfo | None, exportable: bool,
+                  as_json: bool) -> None:
+    """Show tokens and cost of agents' sessions per day, session, project, model or
+    machine, from the evidence store (counts only: no prompt, no answer).
+
+    One API response counts once, however many transcript lines repeat it. Cost
+    comes from the price table shipped with hostcore (dated; [plugins.usage.prices]
+    in the config replaces or adds a model's prices): a model without a price shows
+    its tokens and no cost. Keys of --json: by, entries[].{key, input_tokens,
+    output_tokens, cache_creation_input_tokens, cache_read_input_tokens, cost_usd,
+    models.<model>.{the same five}}, totals.{the same five}.
+    """
+    settings = host.plugin_config("usage", UsageSettings)
+    report = read_report(host.store.path, load_prices(settings.prices), by=by, zone=zone,
+                         since=since, until=until, source=source_id,
+                         withheld=host.policy.withheld if exportable else None)
+    if as_json:
+        emit_json(report)
+        return
+    _print(report)
+
+
+def _print(report: Report) -> None:
+    """The report as a table cut to the terminal's width."""
+    width = shutil.get_terminal_size((100, 24)).columns
+    rows = [_cells(entry.key, entry, ", ".join(sorted(entry.models)))
+            for entry in report.entries]
+    rows.append(_cells("Total", report.totals, ""))
+    headers = [report.by.capitalize(), *_HEADERS, "Models"]
+    columns = [headers, *rows]
+    widths = [max(len(row[i]) for row in columns) for i in range(len(headers))]
+    fixed = sum(widths[1:-1]) + 2 * (len(widths) - 1)
+    if fixed + widths[0] + widths[-1] > width:
+        widths[-1] = max(0, width - fixed - max(_MIN_KEY_WIDTH, min(widths[0], width // 3)))
+        if widths[-1] < len("Models"):
+            widths.pop()  # no room: the models column goes
+    widths[0] = max(min(widths[0], width - sum(widths[1:]) - 2 * (len(widths) - 1)),
+                    _MIN_KEY_WIDTH)
+    for row in columns:
+        cut = [_fit(cell, w) for cell, w in zip(row, widths, strict=False)]
+        line = [cut[0].ljust(widths[0]), *(c.rjust(w) for c, w in
+                                           zip(cut[1:6], widths[1:6], strict=True))]
+        if len(widths) > 6:
+            line.append(cut[6])
+        click.echo("  ".join(line).rstrip())
+
+
+def _cells(key: str, tokens: Tokens | Entry, models: str) -> list[str]:
+    cost = "-" if tokens.cost_usd is None else f"{tokens.cost_usd:,.2f}"
+    return [key, f"{tokens.input_tokens:,}", f"{tokens.output_tokens:,}",
+            f"{tokens.cache_creation_input_tokens:,}", f"{tokens.cache_read_input_tokens:,}",
+            cost, models]
+
+
+def _fit(cell: str, width: int) -> str:
+    """``cell`` within ``width`` characters; a long one keeps its end (a path's
+    last folders, a session id's tail)."""
+    if len(cell) <= width:
+        return cell
+    return "…" + cell[len(cell) - width + 1:] if width > 1 else cell[:width]

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from hostcore.testing import require_tool
 
 HOSTCORE = str(Path(sys.executable).parent / "hostcore")

@@ -6,9 +6,10 @@
 * :class:`SyncOptOut` — source ids whose client opted out of sync.
   Fingerprint part: SHA-256 of the sorted ids.
 * :class:`IgnoreDotfiles` — a ``.hostcoreignore`` file in a directory or any
-  ancestor marks it local-only. Fingerprint part: a digest of the verdicts of
-  every directory it has been asked about (no path shows in it), re-checked at
-  most every :data:`IGNORE_RECHECK_SECONDS`.
+  ancestor marks it local-only. Fingerprint part: a digest of the folders holding
+  one on the paths of the store's directories (no path shows in it), re-checked
+  at most every :data:`IGNORE_TTL_SECONDS`, a long-running process looking only
+  at the folders where an entry came or went.
 
 Both files are read again only when their stat (inode, size, mtime_ns) changes,
 so a change written by another process takes effect at the next read of the
@@ -23,11 +24,12 @@ File formats are in ``docs/evidence.md``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
@@ -36,6 +38,9 @@ from hostcore.evidence.paths import ancestors, normalize_dir
 from hostcore.export.ref import EMPTY_IDENTITY, identity
 from hostcore.files import atomic_write, file_lock
 
+if TYPE_CHECKING:
+    from hostcore.evidence.folder_watch import FolderWatch
+
 CLASS_LIST_FILE = "policy/classes.tsv"
 OPT_OUT_FILE = "policy/sync-opt-out.json"
 IGNORE_FILE_NAME = ".hostcoreignore"
@@ -43,6 +48,10 @@ CLASSES = ("full", "local-only")
 # How long one directory's dotfile verdict is trusted before its folders are
 # looked at again (seconds): the bound on how late a new .hostcoreignore is seen.
 IGNORE_TTL_SECONDS = 2.0
+
+# No version read yet (or none offered): the directories are read each check.
+_UNREAD = object()
+_MISSING = (errno.ENOENT, errno.ENOTDIR)
 
 _CLASS_LIST_HEADER = (
     b"# hostcore class-per-entry list (written by `hostcore policy`).\n"
@@ -318,55 +327,137 @@ class IgnoreDotfiles:
 
     Each folder's "holds a dotfile" answer is trusted for ``ttl`` seconds. The
     fingerprint part is the identity of the folders holding one among the
-    ancestors of every directory ``directories()`` names (the store's scopes):
-    at most every ``ttl`` seconds it looks at each of them again, so a dotfile
-    added or removed by anyone moves the part (and with it the policy
-    fingerprint and the export's context identity) within ``ttl``, and every
-    process over the same store and folders computes the same part, whatever it
-    happened to read before. Without ``directories`` the part covers the folders
-    this instance has been asked about.
+    ancestors of every directory ``directories()`` names (the store's scopes),
+    re-checked at most every ``ttl`` seconds, so a dotfile added or removed by
+    anyone moves the part (and with it the policy fingerprint and the export's
+    context identity) within ``ttl``, and every process over the same store and
+    folders computes the same part, whatever it happened to read before. Without
+    ``directories`` the part covers the folders this instance has been asked
+    about. ``version()``, when given, changes whenever ``directories()`` may
+    have: the names are read again only then.
+
+    The first check looks at every folder. A process that checks again is a
+    long-running one: it watches the folders (:mod:`.folder_watch`) and from then
+    on looks only at those where an entry came or went, and at any it could not
+    watch, so a check costs what changed, not what the store names.
     """
 
     name = "ignore-dotfiles"
 
     def __init__(self, *, ttl: float | None = None, clock: Clock = time.monotonic,
-                 directories: Callable[[], Iterable[str]] | None = None) -> None:
+                 directories: Callable[[], Iterable[str]] | None = None,
+                 version: Callable[[], object] | None = None) -> None:
         self.ttl = IGNORE_TTL_SECONDS if ttl is None else ttl
         self._clock = clock
         self._directories = directories
+        self._version = version
         # folder -> (when looked at, holds a dotfile), for every folder on a path asked.
         self._own: dict[str, tuple[float, bool]] = {}
+        self._holding: set[str] = set()
         self._verdicts: dict[str, bool] = {}
         self._checked_at: float | None = None
         self._part = ""  # the first fingerprint_part() computes it
         # The directories last named, and the folders on their paths (kept between
-        # re-checks: thousands of scopes change rarely).
+        # re-checks: thousands of scopes change rarely), each folder's own folders
+        # among them (to look again below one that moved).
+        self._named_version: object = _UNREAD
         self._known: frozenset[str] = frozenset()
         self._folders: frozenset[str] = frozenset()
+        self._children: dict[str, list[str]] = {}
+        self._watch: FolderWatch | None = None
+        self._watch_tried = False
+        self._unwatched: set[str] = set()
+        self._looked_at: frozenset[str] = frozenset()
 
     def fingerprint_part(self) -> str:
         now = self._clock()
         if self._checked_at is None or now - self._checked_at >= self.ttl:
+            first = self._checked_at is None
             self._checked_at = now
             folders = self._folders_to_check()
-            for folder in folders:
-                self._holds(folder, now, fresh=True)
-            self._part = identity(*sorted(f for f in folders if self._own[f][1]))
+            if first:
+                self._look_at(folders, now)
+            elif self._start_watching(folders, now):
+                self._look_at(self._to_look_at(folders), now)
+            self._looked_at = folders
+            self._part = identity(*sorted(self._holding.intersection(folders)))
         return self._part
 
-    def _folders_to_check(self) -> Iterable[str]:
+    def _look_at(self, folders: Iterable[str], now: float) -> None:
+        watch = self._watch
+        if watch is None:
+            for folder in folders:
+                self._holds(folder, now, fresh=True)
+            return
+        # Parents first: whether a missing folder needs looking at depends on its parent.
+        for folder in sorted(folders, key=len):
+            # Watch before looking: a dotfile made in between raises an event.
+            failed = watch.watch(folder)
+            if not failed or (failed in _MISSING
+                              and watch.watching(os.path.dirname(folder))):
+                # A missing folder can only appear as an entry of its watched parent.
+                self._unwatched.discard(folder)
+            else:
+                self._unwatched.add(folder)
+            self._holds(folder, now, fresh=True)
+
+    def _start_watching(self, folders: frozenset[str], now: float) -> bool:
+        """Start watching ``folders`` on the second check; False when that look is done
+        (or there is nothing to watch with, and every folder was looked at)."""
+        if self._watch_tried:
+            if self._watch is not None:
+                return True
+            self._look_at(folders, now)
+            return False
+        self._watch_tried = True
+        # Here, not at the top: it loads ctypes (~5 ms), which a one-shot command
+        # checking once never needs.
+        from hostcore.evidence.folder_watch import FolderWatch
+
+        self._watch = FolderWatch.open()
+        self._look_at(folders, now)
+        return False
+
+    def _to_look_at(self, folders: frozenset[str]) -> set[str]:
+        """The folders a watched check looks at: those where an entry came or went,
+        every folder below one made, moved or removed (its path may lead elsewhere
+        now), the ones not watched, and the ones new to the check."""
+        assert self._watch is not None
+        changes = self._watch.changes()
+        if changes.overflow:
+            return set(folders)
+        again = (changes.folders | self._unwatched) & folders
+        again |= folders - self._looked_at
+        for entry in changes.entries & folders:
+            self._below(entry, again)
+        return again
+
+    def _below(self, folder: str, into: set[str]) -> None:
+        pending = [folder]
+        while pending:  # a loop, not recursion: paths can be thousands of levels deep
+            current = pending.pop()
+            into.add(current)
+            pending.extend(self._children.get(current, ()))
+
+    def _folders_to_check(self) -> frozenset[str]:
         if self._directories is None:
-            return list(self._own)
+            return frozenset(self._own)
         try:
+            version = self._version() if self._version is not None else _UNREAD
+            if version is not _UNREAD and version == self._named_version:
+                return self._folders
             named = frozenset(self._directories())
         except HostcoreError:
             # The store cannot be read now (a full disk, say): nothing can be
             # exported either, so the folders known so far serve until it can.
             return self._folders
+        self._named_version = version
         if named != self._known:
             self._known = named
+            self._children = {}
             self._folders = frozenset(_ancestors(
-                os.path.normpath(d) for d in named if d and os.path.isabs(d)))
+                (os.path.normpath(d) for d in named if d and os.path.isabs(d)),
+                self._children))
         return self._folders
 
     def withholds(self, directory: str, source_id: str) -> bool:
@@ -390,21 +481,29 @@ class IgnoreDotfiles:
 
     def _holds(self, folder: str, now: float, *, fresh: bool = False) -> bool:
         cached = self._own.get(folder)
-        if cached is not None and not fresh and now - cached[0] < self.ttl:
+        if cached is not None and not fresh and (
+                now - cached[0] < self.ttl
+                or (self._watch is not None and self._watch.watching(folder))):
+            # A watched folder's answer stands until its watch reports a change.
             return cached[1]
         own = os.path.lexists(os.path.join(folder, IGNORE_FILE_NAME))
         if cached is not None and cached[1] != own:
             self._verdicts.clear()  # a dotfile came or went: every verdict below may change
         self._own[folder] = (now, own)
+        if own:
+            self._holding.add(folder)
+        else:
+            self._holding.discard(folder)
         return own
 
     def status(self) -> dict[str, object]:
         return {"cached_directories": len(self._verdicts),
-                "ignoring_folders": sum(own for _, own in self._own.values())}
+                "ignoring_folders": len(self._holding)}
 
 
-def _ancestors(directories: Iterable[str]) -> set[str]:
-    """Every folder on the paths of ``directories`` (normalised, absolute), them included."""
+def _ancestors(directories: Iterable[str], children: dict[str, list[str]]) -> set[str]:
+    """Every folder on the paths of ``directories`` (normalised, absolute), them
+    included; ``children`` gets each one's folders among them."""
     found: set[str] = set()
     for directory in directories:
         current = directory
@@ -413,5 +512,6 @@ def _ancestors(directories: Iterable[str]) -> set[str]:
             parent = os.path.dirname(current)
             if parent == current:
                 break
+            children.setdefault(parent, []).append(current)
             current = parent
     return found

@@ -421,6 +421,10 @@ class Host:
                 report["components"][kind] = section
         last = ticks.load_last(self.root)
         report["last_tick"] = None if last is None else _last_tick(last)
+        sources = report["components"].get("source", {})
+        for name, counters in ({} if last is None else last.sources).items():
+            if name in sources:  # the last tick's, whichever process ran it
+                sources[name].update(counters)
         report["telemetry"] = {"sink_failures": dict(self.telemetry.sink_failures)}
         return report
 
@@ -467,7 +471,8 @@ def _last_tick(report: TickReport) -> dict[str, Any]:
         "age_seconds": max(0, int(time.time() - report.finished_at)),
         "duration_ms": report.duration_ms,
         "pending": report.pending,
-        "steps": {s.name: {"ok": s.ok, "skipped": s.skipped, **s.counts}
+        "steps": {s.name: {"ok": s.ok, "skipped": s.skipped, **s.counts,
+                           **({"error": s.error} if s.error else {})}
                   for s in report.steps},
     }
 

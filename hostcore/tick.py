@@ -54,6 +54,10 @@ class TickReport(msgspec.Struct):
     steps: list[StepReport]
     duration_ms: int = 0
     finished_at: float = 0.0
+    # Each source's ``last_*`` counters as the tick left them: kept with the report,
+    # so `hostcore status` in another process shows what this tick read, not the
+    # zeros of a process that read nothing.
+    sources: dict[str, dict[str, int | bool | None]] = msgspec.field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -111,7 +115,7 @@ def tick(host: Host, stop: threading.Event | None = None) -> TickReport:
             continue
         steps.append(_run_step(host, worker))
     report = TickReport(steps=steps, duration_ms=int((time.monotonic() - started) * 1000),
-                        finished_at=time.time())
+                        finished_at=time.time(), sources=_source_counters(host))
     host.emit(
         "tick.completed",
         steps=sum(not s.skipped for s in steps),
@@ -123,6 +127,22 @@ def tick(host: Host, stop: threading.Event | None = None) -> TickReport:
     if not host.read_only:
         save_last(host.root, report)
     return report
+
+
+def _source_counters(host: Host) -> dict[str, dict[str, int | bool | None]]:
+    """The ``last_*`` counters of every source; one whose ``status()`` raises is left
+    out (its fault shows in `hostcore status` as the error it raises there)."""
+    counters: dict[str, dict[str, int | bool | None]] = {}
+    for source in host.sources:
+        status = getattr(source, "status", None)
+        try:
+            reported = status() if callable(status) else {}
+        except Exception:
+            log.debug("a source's status() raised", exc_info=True)
+            continue
+        counters[source.name] = {k: v for k, v in reported.items() if k.startswith("last_")
+                                 and (v is None or isinstance(v, int))}
+    return counters
 
 
 def _run_step(host: Host, worker: Worker) -> StepReport:

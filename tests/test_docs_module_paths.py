@@ -1,9 +1,10 @@
 """The docs name hostcore's modules by the paths they live at now: never a 0.1 path
 that is only a deprecation shim (``hostcore.store``), nor one that does not exist.
 
-A dotted name (in prose, a code span or ``from hostcore.x import name``) whose first part after ``hostcore.`` is a module of the
-source tree (or a 0.1 alias of one) is read as a module path and resolved: modules
-by the source tree, the rest as attributes. ``hostcore.rows`` (a Postgres table) or
+A dotted name (in prose, a code span or ``from hostcore.x import name``) whose
+first part after ``hostcore.`` is a module of the source tree (or a 0.1 alias of
+one) is read as a module path and resolved: modules by the source tree, the rest
+as attributes. ``hostcore.rows`` (a Postgres table) or
 ``hostcore.toml`` (a file) name no module, so they are left alone.
 ``docs/architecture.md`` lists where each old path went, so it is the one page
 allowed to name them.

@@ -88,8 +88,8 @@ def test_after_a_policy_change_status_shows_context_moved(hostcore_cli, root):
     assert report["since_last_push"]["context"].startswith("moved ")
     assert report["since_last_push"]["terms"] == "current"
     assert report["local_policy"].startswith("moved since the last push")
-    text = hostcore_cli("status")
-    assert "since_last_push: context=moved" in text.stdout
+    text = hostcore_cli("status", "-v")  # every detail, one per line
+    assert "since_last_push: (context moved" in text.stdout
     assert "rows already forwarded are not retracted" in text.stdout
     assert hostcore_cli("export").exit_code == 0  # the push carries the new context
     assert export_status(hostcore_cli)["since_last_push"]["context"] == "current"
@@ -103,7 +103,7 @@ def test_status_shows_governance_that_moved_at_the_destination(hostcore_cli, roo
     report = export_status(hostcore_cli)
     assert report["governance"]["terms"].startswith("moved ")
     assert report["moved_at_destination"] == "terms"
-    assert "governance: context=current, terms=moved" in hostcore_cli("status").stdout
+    assert "governance: (context current, terms moved" in hostcore_cli("status", "-v").stdout
 
 
 def test_a_conflict_exits_1_after_pushing_content_and_names_the_adoption(

@@ -139,7 +139,7 @@ def build_cli(plugin_set: PluginSet) -> click.Group:
                   help="TOML config file (default: <root>/hostcore.toml if present).")
     @click.option("-v", "--verbose", count=True,
                   help="More output: INFO logs and each listing's details (-vv: DEBUG and "
-                       "tracebacks). The same after a built-in command's name.")
+                       "tracebacks). The same after `plugins` or `status`.")
     @click.option("-q", "--quiet", is_flag=True,
                   help="Only errors, and what a command reports (tables, JSON).")
     @click.option("--color", type=click.Choice(COLOR_CHOICES), default="auto",

@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 
 import click
 
+from hostcore.cli.render import status_lines, tick_lines, value_text
 from hostcore.files import remove_stale_temps
 from hostcore.host import Host
 from hostcore.plugin.cli import (
@@ -27,7 +28,7 @@ from hostcore.plugin.cli import (
     print_table,
     stop_on_signals,
 )
-from hostcore.plugin.terminal import current, verbose_option
+from hostcore.plugin.terminal import current, paint, verbose_option
 from hostcore.steps import StdoutGuard
 from hostcore.tick import TickReport, drain
 
@@ -181,51 +182,40 @@ def _tick_printer(as_json: bool, interactive: bool,
 
 @click.command("status")
 @json_option
+@verbose_option
 @pass_host(read_only=True)
 def status_command(host: Host, as_json: bool) -> None:
-    """Show what each component reports (counts, availability, progress) and the
-    last tick this root ran, with its age.
+    """Show each component's state (and, when it is not ok, why and what fixes it),
+    then the last tick this root ran, with its age and each step's counts.
 
-    Keys of --json: root, components.<kind>.<name>.{available, reason, ...counts},
-    last_tick.{ok, age_seconds, duration_ms, pending, steps}, telemetry.sink_failures.
+    The text fits the terminal (COLUMNS): one line per component, zeros left
+    out; -v lists every count. Keys of --json: root,
+    components.<kind>.<name>.{available, reason, ...counts}, last_tick.{ok,
+    age_seconds, duration_ms, pending, steps}, telemetry.sink_failures.
     """
     report = host.status()
     if as_json:
         emit_json(report)
         return
-    click.echo(f"root: {report['root']}")
-    last = report["last_tick"]
-    if last is None:
-        click.echo("last tick: none yet (run `hostcore run --once`)")
-    else:
-        state = "ok" if last["ok"] else "failed"
-        click.echo(f"last tick: {state}, {_age(last['age_seconds'])} ago, "
-                   f"{last['duration_ms']} ms")
-        for name, step in last["steps"].items():
-            click.echo(f"  {name}: {_render({k: v for k, v in step.items() if k != 'ok'})}")
+    terminal = current()
+    if terminal.verbose:
+        _status_details(report)
+        return
+    # click strips colour off a pipe by itself; --color always means keep it.
+    colors = terminal.colors()
+    for line in status_lines(report, terminal.width(), paint):
+        click.echo(line, color=colors)
+
+
+def _status_details(report: dict[str, Any]) -> None:
+    """Every count of every component, one per line (``status -v``)."""
     for kind, section in report["components"].items():
-        click.echo(f"{kind}:")
         for name, entry in section.items():
-            click.echo(f"  {name}:")
+            click.echo(f"{kind} {name}:")
             for key, value in entry.items():
-                click.echo(f"    {key}: {_render(value)}")
-    failures = report["telemetry"]["sink_failures"]
-    if failures:
-        click.echo(f"telemetry sink failures: {_render(failures)}")
-
-
-def _age(seconds: int) -> str:
-    for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60)):
-        if seconds >= size:
-            return f"{seconds // size} {unit}"
-    return f"{seconds} s"
-
-
-def _render(value: Any, nested: bool = False) -> str:
-    if isinstance(value, dict):
-        text = ", ".join(f"{k}={_render(v, True)}" for k, v in value.items()) or "-"
-        return f"({text})" if nested and value else text  # one source's counts, say
-    return str(value)
+                click.echo(f"  {key}: {value_text(value, every=True)}")
+    for line in tick_lines(report, current().width()):
+        click.echo(line)
 
 
 @click.command("config")

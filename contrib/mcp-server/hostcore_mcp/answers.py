@@ -38,6 +38,8 @@ from hostcore_mcp.schemas import (
 
 # The most items one work_items answer holds: an agent pages with ``offset``.
 MAX_ITEMS = 1000
+# Matches counted at most: a count walks every match, a page only its own rows.
+MATCH_COUNT_LIMIT = 10_000
 # The name of the policy input that knows each directory's class (hostcore.evidence).
 CLASS_LIST_INPUT = "class-list"
 UNCLASSIFIED = "unclassified"
@@ -61,7 +63,9 @@ def work_items(host: Host, *, repository: str | None, state: WorkItemState, limi
     """A page of the ledger's items matching the filters, from its index alone."""
     where = {"open": _OPEN, "ended": _ENDED, "any": "1"}[state]
     args: tuple[Any, ...] = ()
-    order = "scope, absent_since, ref"
+    # Ties in (scope, absent_since) come in the index's own order, which is stable: a
+    # third key would make SQLite sort every match to return the first page.
+    order = "scope, absent_since"
     if repository is not None:
         where += " AND scope = ?"
         args = (repository,)
@@ -70,15 +74,16 @@ def work_items(host: Host, *, repository: str | None, state: WorkItemState, limi
     # `where` and `order` are built from the fixed fragments above; values are bound.
     page_sql = (f"SELECT {_ITEM_COLUMNS} FROM entries WHERE {where} "
                 f"ORDER BY {order} LIMIT ? OFFSET ?")
-    count_sql = f"SELECT COUNT(*) FROM entries WHERE {where}"
+    count_sql = f"SELECT COUNT(*) FROM (SELECT 1 FROM entries WHERE {where} LIMIT ?)"
 
     def query(db: sqlite3.Connection) -> tuple[list[WorkItemEntry], int]:
         rows = db.execute(page_sql, (*args, min(limit, MAX_ITEMS), offset)).fetchall()
-        matched = db.execute(count_sql, args).fetchone()[0]
+        matched = db.execute(count_sql, (*args, MATCH_COUNT_LIMIT)).fetchone()[0]
         return [_entry(*row) for row in rows], int(matched)
 
     items, matched = host.ledger.index.read(query)
-    return WorkItemsAnswer(items=items, matched=matched, offset=offset,
+    return WorkItemsAnswer(items=items, matched=matched,
+                           matched_capped=matched >= MATCH_COUNT_LIMIT, offset=offset,
                            listing=last_listing(host))
 
 

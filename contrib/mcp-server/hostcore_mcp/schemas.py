@@ -57,8 +57,10 @@ class ListingAge(TypedDict):
 
 class WorkItemsAnswer(TypedDict):
     items: list[WorkItemEntry]
-    # Items matching the filters, of which ``items`` is the page from ``offset``.
+    # Items matching the filters, of which ``items`` is the page from ``offset``;
+    # counted up to answers.MATCH_COUNT_LIMIT, when matched_capped says there are more.
     matched: int
+    matched_capped: bool
     offset: int
     listing: ListingAge
 

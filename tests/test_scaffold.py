@@ -175,7 +175,7 @@ def test_new_plugin_writes_a_command_that_runs_in_the_host(hostcore_cli, registe
     register_plugin(hostcore_notes_in_host.plugin)
     result = hostcore_cli("notes-in-host")
     assert result.exit_code == 0, result.stderr
-    assert "builtin: 5" in result.stdout and "loaded: 1" in result.stdout
+    assert "builtin: 6" in result.stdout and "loaded: 1" in result.stdout
 
 
 def test_the_spellings_of_0_1_still_work_with_a_note(hostcore_cli, tmp_path):

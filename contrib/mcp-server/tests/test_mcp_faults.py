@@ -159,3 +159,36 @@ def test_a_client_that_leaves_mid_call_ends_the_server_cleanly(tmp_path, root_en
     assert process.returncode == 0, stderr.decode()
     assert time.monotonic() - started < 60  # it ends: the call is not served to no one
     assert b"Traceback" not in stderr, stderr.decode()
+
+
+def snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_the_server_answers_while_a_step_holds_the_lock_and_writes_nothing(
+        plain_root, mcp_client, facts):
+    before = snapshot(plain_root)
+    got: dict[str, Any] = {}
+
+    async def session() -> None:
+        async with mcp_client(plain_root) as client:
+            for name in ("status", "work_items", "evidence_summary", "freshness"):
+                got[name] = await client.call_tool(name, {})
+
+    writer = Host(root=plain_root, load_entrypoints=False, env={})
+    try:
+        with writer.step_lock(timeout=0):  # a tick's step, as long as the session lasts
+            anyio.run(session)
+    finally:
+        writer.close()
+    assert [r.is_error for r in got.values()] == [False] * 4
+    assert got["evidence_summary"].structured_content["rows"] == facts.full_rows
+    after = snapshot(plain_root)
+    after.pop("run.lock", None)  # the test's own step made it
+    # SQLite's WAL index beside the store: any reader of a WAL database makes these
+    # (hostcore status does too); the store itself is untouched.
+    for name in (f"{STORE_FILE_NAME}-wal", f"{STORE_FILE_NAME}-shm"):
+        after.pop(name, None)
+        before.pop(name, None)
+    assert after == before

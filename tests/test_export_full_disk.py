@@ -30,8 +30,11 @@ CHILD = textwrap.dedent('''
     store.append([EvidenceRow(partition="p", source_id="s", directory="/w/a", key=str(n),
                               payload={"pad": "x" * 2000}) for n in range(2000)])
     store.close()
+    # A back-off of 1 ms: `run --once` right after the failed export meets the disk,
+    # not the back-off that failure set.
     (root / "hostcore.toml").write_text(
-        f'[plugins.directory-destination]\\npath = "{full}/out"\\n')
+        f'[plugins.directory-destination]\\npath = "{full}/out"\\n'
+        '[plugins.export]\\nbackoff_seconds = 0.001\\nbackoff_max_seconds = 0.001\\n')
     env = {**os.environ, "HOSTCORE_LOAD_PLUGINS": "directory-destination"}
     results = {}
     for name, args in [("export", ["export", "-d", "directory"]),

@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 
 import click
 
-from hostcore.cli.render import status_lines, tick_lines, value_text
+from hostcore.cli.render import status_lines, table_lines, tick_lines, value_text
 from hostcore.files import remove_stale_temps
 from hostcore.host import Host
 from hostcore.plugin.cli import (
@@ -25,15 +25,12 @@ from hostcore.plugin.cli import (
     emit_json_line,
     json_option,
     pass_host,
-    print_table,
     stop_on_signals,
 )
-from hostcore.plugin.terminal import current, paint, verbose_option
+from hostcore.plugin.terminal import current, fit, paint, verbose_option
 from hostcore.steps import StdoutGuard
 from hostcore.tick import TickReport, drain
 
-# The width the plugins table fits in (a terminal, a CI log).
-TABLE_WIDTH = 100
 # How long `run` waits for the host to close before it exits with a step abandoned:
 # the abandoned code may hold a lock the close needs (seconds).
 CLOSE_GRACE_SECONDS = 5.0
@@ -63,23 +60,22 @@ def plugins_command(host: Host, as_json: bool, show_tb: bool) -> None:
     if as_json:
         emit_json(infos)
         return
-    print_table([(i.name, i.distribution or "-", i.version or "-", i.status) for i in infos],
-                ("NAME", "DISTRIBUTION", "VERSION", "STATUS"))
+    width, colors = current().width(), current().colors()
+    for line in table_lines([(i.name, i.distribution or "-", i.version or "-", i.status)
+                             for i in infos], ("NAME", "DISTRIBUTION", "VERSION", "STATUS"),
+                            width, paint, state_column=3):
+        click.echo(line, color=colors)
     for info in infos:
         if info.error:
-            click.echo(_fit(f"  {info.name}: {info.error}"))
+            click.echo(fit(f"  {info.name}: {info.error}", width))
         if verbose:
             for reg in info.registrations:
                 why = "" if reg.available else f" (unavailable: {reg.reason})"
-                click.echo(_fit(f"  {info.name}: {reg.kind} {reg.name}{why}"))
+                click.echo(fit(f"  {info.name}: {reg.kind} {reg.name}{why}", width))
     if show_tb or verbose:
         for info in infos:
             if info.traceback:
                 click.echo(f"\n--- {info.name} ---\n{info.traceback}", err=True)
-
-
-def _fit(line: str) -> str:
-    return line if len(line) <= TABLE_WIDTH else line[:TABLE_WIDTH - 1] + "…"
 
 
 @click.command("run")

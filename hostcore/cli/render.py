@@ -11,7 +11,7 @@ that is not.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from hostcore.plugin.terminal import fit
@@ -162,4 +162,26 @@ def status_lines(report: Mapping[str, Any], width: int, paint: Paint = plain) ->
     failures = report.get("telemetry", {}).get("sink_failures") or {}
     if failures:
         lines.append(fit(f"telemetry sink failures: {counts_text(failures)}", width))
+    return lines
+
+
+def table_lines(rows: Sequence[Sequence[str]], headers: Sequence[str], width: int,
+                paint: Paint = plain, state_column: int | None = None) -> list[str]:
+    """An aligned table no wider than ``width``: the widest column gives up what
+    does not fit (its cells end in an ellipsis). The cells of ``state_column`` are
+    painted for their state, after the layout, so colour never shifts a column."""
+    cells = [list(headers), *[list(row) for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    over = sum(widths) + 2 * (len(widths) - 1) - width
+    if over > 0:
+        widest = widths.index(max(widths))
+        widths[widest] = max(3, widths[widest] - over)
+    lines = []
+    for number, row in enumerate(cells):
+        texts = [fit(cell, w).ljust(w) for cell, w in zip(row, widths, strict=True)]
+        if state_column is not None and number:  # not the header
+            cell = texts[state_column]
+            texts[state_column] = paint(cell.rstrip(), cell.rstrip()) + cell[len(cell.rstrip()):]
+        lines.append(fit("  ".join(texts).rstrip(), width) if state_column is None
+                     else "  ".join(texts).rstrip())
     return lines

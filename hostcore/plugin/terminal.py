@@ -27,7 +27,7 @@ MIN_WIDTH = 40
 _KEY = "hostcore.terminal"
 # The states a person scans for: what failed reads red, what is merely off yellow.
 _STATE_COLORS = {"failed": "red", "error": "red", "unavailable": "yellow",
-                 "refused": "red", "ok": "green"}
+                 "blocked": "yellow", "refused": "red", "ok": "green"}
 
 
 class Terminal:

@@ -12,6 +12,11 @@ then measures, each in a child process of its own so its peak RSS is its own:
   raw by wall clock (target >= 0.6x) and by CPU time, and peak RSS; raw and
   hostcore run in interleaved pairs (``--runs``, 5 by default), judged by the
   median ratio;
+* usage fields: the same corpora again with them (assistant lines carrying
+  ``message.usage``, its model and ids, a response repeated over several lines;
+  Codex ``token_count`` events), drained by hostcore in interleaved pairs with
+  the corpora without: what they cost an ingest (target <= 1.10x the time a row),
+  and the ingest/raw ratio that leaves;
 * the nothing-new tick: ``host.tick()`` with nothing appended, over 30 files and
   over 2,400 (target <= 10 ms per 1,000 unchanged files);
 * 1.7 M tiny Claude Code lines in one file, ingested by one ``run --once``-style
@@ -55,6 +60,7 @@ APPEND_BATCH = 20_000
 TARGET_RATIO = 0.6
 TARGET_IDLE_MS_PER_1000 = 10.0
 TARGET_TINY_MIB = 200.0
+TARGET_USAGE_COST = 1.10
 
 # -- corpora --------------------------------------------------------------------
 
@@ -75,9 +81,41 @@ def text_of(rng: random.Random) -> str:
     return "".join(rng.choice("abcdefghij klmnop\n\"\\") for _ in range(size // 4)) * 4
 
 
+def claude_usage(line: dict[str, Any], i: int, sid: str) -> None:
+    """Give an assistant line the usage fields Claude Code writes: model, message and
+    request ids (every third response on two lines) and the token counts. Drawn from
+    a generator of their own, so the corpus is otherwise the one without them."""
+    numbers = random.Random(i)
+    response = i - 1 if i % 6 == 3 else i
+    line["message"].update({"id": f"msg_{sid[:8]}_{response}", "model": "claude-sonnet-4-5",
+                            "usage": {"input_tokens": numbers.randrange(1, 5_000),
+                                      "cache_creation_input_tokens": numbers.randrange(9_000),
+                                      "cache_read_input_tokens": numbers.randrange(90_000),
+                                      "output_tokens": numbers.randrange(1, 3_000),
+                                      "service_tier": "standard"}})
+    line["requestId"] = f"req_{sid[:8]}_{response}"
+
+
+def token_count(i: int, total: list[int]) -> dict[str, Any]:
+    """A Codex ``token_count`` payload, the running ``total`` grown by one response."""
+    numbers = random.Random(i)
+    last = [numbers.randrange(1, 4_000), numbers.randrange(50_000), numbers.randrange(2_000)]
+    total[:] = [t + n for t, n in zip(total, last, strict=True)]
+
+    def figure(fresh: int, cached: int, output: int) -> dict[str, int]:
+        return {"input_tokens": fresh + cached, "cached_input_tokens": cached,
+                "output_tokens": output, "reasoning_output_tokens": 0,
+                "total_tokens": fresh + cached + output}
+
+    return {"type": "token_count", "info": {"total_token_usage": figure(*total),
+                                            "last_token_usage": figure(*last),
+                                            "model_context_window": 272_000}}
+
+
 def claude_corpus(base: Path, target_bytes: int, rng: random.Random, *,
-                  files: int | None = None) -> int:
-    """Claude Code sessions under ``base/home/.claude/projects``; returns lines written."""
+                  files: int | None = None, usage: bool = False) -> int:
+    """Claude Code sessions under ``base/home/.claude/projects``; returns lines written.
+    ``usage``: assistant lines carry usage fields (see claude_usage)."""
     written = lines = 0
     session = 0
     projects = [project(base, n) for n in range(PROJECTS)]
@@ -99,6 +137,8 @@ def claude_corpus(base: Path, target_bytes: int, rng: random.Random, *,
                         "uuid": f"{sid[:8]}-{i:04d}-{rng.getrandbits(64):016x}",
                         "timestamp": f"2025-07-28T22:{i // 60 % 60:02d}:{i % 60:02d}."
                                      f"{rng.randrange(1000):03d}Z"})
+            if usage and role == "assistant":
+                claude_usage(out[-1], i, sid)
         data = "".join(json.dumps(line) + "\n" for line in out).encode()
         (folder / f"{sid}.jsonl").write_bytes(data)
         written += len(data)
@@ -107,8 +147,10 @@ def claude_corpus(base: Path, target_bytes: int, rng: random.Random, *,
     return lines
 
 
-def codex_corpus(base: Path, target_bytes: int, rng: random.Random) -> int:
-    """Codex rollouts under ``base/home/.codex/sessions``; returns lines written."""
+def codex_corpus(base: Path, target_bytes: int, rng: random.Random, *,
+                 usage: bool = False) -> int:
+    """Codex rollouts under ``base/home/.codex/sessions``; returns lines written.
+    ``usage``: one ``event_msg`` line in four is a ``token_count`` event instead."""
     written = lines = 0
     session = 0
     while written < target_bytes:
@@ -124,6 +166,7 @@ def codex_corpus(base: Path, target_bytes: int, rng: random.Random) -> int:
                         "instructions": "Be helpful. " * 40,
                         "git": {"commit_hash": "a" * 40, "branch": "main",
                                 "repository_url": REMOTE.format(n=n)}}}]
+        total = [0, 0, 0]
         for i in range(rng.randrange(20, 400)):
             kind = "turn_context" if i % 50 == 0 else rng.choice(["response_item", "event_msg"])
             payload: dict[str, Any] = (
@@ -131,6 +174,8 @@ def codex_corpus(base: Path, target_bytes: int, rng: random.Random) -> int:
                 if kind == "turn_context" else
                 {"type": "message", "role": "assistant",
                  "content": [{"type": "output_text", "text": text_of(rng)}]})
+            if usage and kind == "event_msg" and i % 4 == 1:
+                payload = token_count(i, total)
             out.append({"timestamp": f"2025-09-14T10:{i // 60 % 60:02d}:{i % 60:02d}."
                                      f"{rng.randrange(1000):03d}Z",
                         "type": kind, "payload": payload})
@@ -412,6 +457,27 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ingest/raw: {wall:.2f}x rows/s by wall clock, the median of {len(pairs)} "
               f"run(s) (target >= {TARGET_RATIO}x) {'PASS' if wall >= TARGET_RATIO else 'MISS'}; "
               f"{cpu:.2f}x by CPU time")
+
+        # The same corpora with usage fields, against the ones without, interleaved.
+        # Built from the same seed: the same sessions and lines, plus the fields.
+        with_usage = work / "corpus-usage"
+        same = random.Random(17)
+        usage_lines = claude_corpus(with_usage, int(mb * 1e6 / 2), same, usage=True)
+        usage_lines += codex_corpus(with_usage, int(mb * 1e6 / 2), same, usage=True)
+        print(f"corpus with usage fields: {corpus_bytes(with_usage) / 1e6:,.1f} MB, "
+              f"{usage_lines:,} lines")
+        costs = []
+        for run in range(args.runs):
+            plain = run_child("hostcore", str(corpus), str(work / f"plain-{run}"))
+            usage = run_child("hostcore", str(with_usage), str(work / f"usage-{run}"))
+            for folder in (f"plain-{run}", f"usage-{run}"):
+                shutil.rmtree(work / folder, ignore_errors=True)
+            costs.append((usage["seconds"] / usage["rows"]) / (plain["seconds"] / plain["rows"]))
+        cost = statistics.median(costs)
+        print(f"usage fields: ingest {cost:.2f}x the time a row without them, the median of "
+              f"{len(costs)} run(s) (target <= {TARGET_USAGE_COST:.2f}x) "
+              f"{'PASS' if cost <= TARGET_USAGE_COST else 'MISS'}; ingest/raw with them "
+              f"{wall / cost:.2f}x, without {wall:.2f}x")
 
         for count in idle_files:
             idle = work / f"idle-{count}"

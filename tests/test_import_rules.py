@@ -136,7 +136,9 @@ def layer(module: str) -> str:
             or MODULES[f"hostcore.{parts[1]}"].name != "__init__.py":
         return "unplaced"
     package = parts[1]
-    if package in DOMAINS and parts[2:] == ["commands"]:
+    # A command of its own module (evidence/usage_command.py) is a commands module too.
+    if package in DOMAINS and (parts[2:] == ["commands"]
+                               or (len(parts) == 3 and parts[2].endswith("_command"))):
         return f"{package}.commands"
     if package in (*DOMAINS, "plugin", "cli", "testing"):
         return package

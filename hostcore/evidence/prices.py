@@ -59,8 +59,11 @@ class PriceTable(msgspec.Struct, forbid_unknown_fields=True):
         """The cost in dollars of ``counts`` tokens of each kind, of which ``above``
         were past the threshold in their response; ``None`` for an unknown model."""
         price = self.price_of(model)
-        if price is None:
-            return None
+        return None if price is None else self.cost_at(price, counts, above)
+
+    def cost_at(self, price: Price, counts: tuple[int, int, int, int],
+                above: tuple[int, int, int, int]) -> float:
+        """:meth:`cost` at ``price`` (looked up once by a caller with many lines)."""
         tier = price.above_tier or price
         rates = (price.input, price.output, price.cache_creation, price.cache_read)
         tier_rates = (tier.input, tier.output, tier.cache_creation, tier.cache_read)

@@ -22,7 +22,7 @@ from zoneinfo import ZoneInfo
 import msgspec
 
 from hostcore.evidence import schema
-from hostcore.evidence.prices import PriceTable
+from hostcore.evidence.prices import Price, PriceTable
 from hostcore.evidence.store import StoreError, describe_failure
 
 __all__ = ["BY", "Entry", "Report", "Tokens", "read_report", "utc_bounds"]
@@ -102,6 +102,7 @@ def read_report(path: Path, prices: PriceTable, *, by: str, zone: ZoneInfo | Non
     days: dict[int, str] = {}
     entries: dict[str, Entry] = {}
     totals = Tokens()
+    found_prices: dict[str, Price | None] = {}
     for scope, session, model, bucket, fresh, output, creation, read, past in found:
         pair = scopes.get(scope)
         if pair is None:
@@ -115,7 +116,11 @@ def read_report(path: Path, prices: PriceTable, *, by: str, zone: ZoneInfo | Non
         else:
             key = {"session": session, "project": pair[0], "model": model,
                    "machine": machine}[by]
-        cost = prices.cost(model, counts, above)
+        if model in found_prices:
+            price = found_prices[model]
+        else:
+            price = found_prices[model] = prices.price_of(model)
+        cost = None if price is None else prices.cost_at(price, counts, above)
         entry = entries.get(key)
         if entry is None:
             entry = entries[key] = Entry(key=key)

@@ -346,3 +346,65 @@ def test_a_purged_session_takes_its_usage_with_it(home, tmp_path):
     after = {e["key"]: e for e in _usage(root, "--by", "session", env=env)["entries"]}
     assert "work-alpha-s0" in before and "work-alpha-s0" not in after
     assert after == {k: v for k, v in before.items() if k != "work-alpha-s0"}
+
+
+# -- the real Claude Code -------------------------------------------------------------
+# Its transcript (offline, against the fake Messages API of conftest.py): the tokens
+# and cost per model hostcore reports equal ccusage's for the same folder, and the
+# session's cost-state and tools-used lines (no cwd) are rows of its directory,
+# withheld with it.
+
+
+def _run(args: list[str], env: dict[str, str], cwd: Path | None = None
+         ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, env=env, cwd=cwd, capture_output=True, text=True, timeout=180)
+
+
+def test_the_real_transcripts_usage_equals_ccusage_and_its_summaries_are_withheld_with_it(
+        claude_code, messages_api, ccusage, tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "TZ": "UTC",
+           "CLAUDE_CONFIG_DIR": str(home / ".claude"), "ANTHROPIC_BASE_URL":
+           messages_api.base_url, "ANTHROPIC_API_KEY": "sk-ant-test",
+           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
+           "DISABLE_TELEMETRY": "1", "HOSTCORE_LOAD_PLUGINS": "claude-code"}
+    project = tmp_path / "project"
+    project.mkdir()
+    ran = _run([str(claude_code), "-p", "Say hello with the echo command.",
+                "--output-format", "json", "--allowedTools", "Bash(echo:*)"], env, project)
+    assert ran.returncode == 0, ran.stderr
+    (transcript,) = (home / ".claude" / "projects").glob("*/*.jsonl")
+    types = [json.loads(line).get("type") for line in transcript.read_text().splitlines()]
+    assert "cost-state" in types and "tools-used" in types
+
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "hostcore.toml").write_text(f'[plugins.claude-code]\nhome = "{home}"\n')
+    assert _run([HOSTCORE, "--root", str(root), "run", "--once"], env).returncode == 0
+    ours = json.loads(_run([HOSTCORE, "--root", str(root), "usage", "--json"], env).stdout)
+    theirs = json.loads(_run([str(ccusage), "daily", "--json", "--offline", "--breakdown"],
+                             env).stdout)
+    (entry,) = ours["entries"]
+    (day,) = theirs["daily"]
+    assert entry["key"] == day["date"]
+    assert [entry[k] for k in KINDS] == [day[k] for k in CC_KINDS]
+    assert entry["output_tokens"] > 0
+    for breakdown in day["modelBreakdowns"]:
+        model = entry["models"][breakdown["modelName"]]
+        assert [model[k] for k in KINDS] == [breakdown[k] for k in CC_KINDS]
+        assert model["cost_usd"] == pytest.approx(breakdown["cost"], rel=0.01)
+
+    # Local-only: nothing of the session is exportable, its summary lines included.
+    assert _run([HOSTCORE, "--root", str(root), "policy", "local-only", str(project)],
+                env).returncode == 0
+    exportable = json.loads(_run([HOSTCORE, "--root", str(root), "usage", "--json",
+                                  "--exportable"], env).stdout)
+    assert exportable["entries"] == [] and exportable["totals"]["input_tokens"] == 0
+    store = next(root.rglob("store.sqlite3"))
+    with sqlite3.connect(store) as db:
+        filed = db.execute("SELECT s.directory, r.payload ->> '$.type' FROM evidence r "
+                           "JOIN scopes s ON s.id = r.scope WHERE r.payload ->> '$.type' IN "
+                           "('cost-state', 'tools-used')").fetchall()
+    assert {t for _, t in filed} == {"cost-state", "tools-used"}
+    assert {d for d, _ in filed} == {str(project)}

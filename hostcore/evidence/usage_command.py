@@ -23,6 +23,9 @@ __all__ = ["usage_command"]
 # The narrowest a key column is cut to before the models column is left out.
 _MIN_KEY_WIDTH = 12
 _HEADERS = ("Input", "Output", "Cache create", "Cache read", "Cost (USD)")
+# When even that does not fit: short headings and numbers (1.2M), a narrower key.
+_SHORT_HEADERS = ("In", "Out", "CWrite", "CRead", "USD")
+_SHORT_MIN_KEY_WIDTH = 8
 
 
 def _date(ctx: click.Context, param: click.Parameter, value: str | None) -> dt.date | None:
@@ -86,19 +89,22 @@ def usage_command(host: Host, by: str, since: dt.date | None, until: dt.date | N
 def _print(report: Report) -> None:
     """The report as a table cut to the terminal's width."""
     width = shutil.get_terminal_size((100, 24)).columns
-    rows = [_cells(entry.key, entry, ", ".join(sorted(entry.models)))
-            for entry in report.entries]
-    rows.append(_cells("Total", report.totals, ""))
-    headers = [report.by.capitalize(), *_HEADERS, "Models"]
-    columns = [headers, *rows]
-    widths = [max(len(row[i]) for row in columns) for i in range(len(headers))]
-    fixed = sum(widths[1:-1]) + 2 * (len(widths) - 1)
+    for short in (False, True):
+        headers = [report.by.capitalize(), *(_SHORT_HEADERS if short else _HEADERS), "Models"]
+        columns = [headers, *[_cells(entry.key, entry, ", ".join(sorted(entry.models)), short)
+                              for entry in report.entries],
+                   _cells("Total", report.totals, "", short)]
+        widths = [max(len(row[i]) for row in columns) for i in range(len(headers))]
+        fixed = sum(widths[1:-1]) + 2 * (len(widths) - 1)
+        least = _SHORT_MIN_KEY_WIDTH if short else _MIN_KEY_WIDTH
+        if fixed - 2 + min(widths[0], least) <= width:
+            break
     if fixed + widths[0] + widths[-1] > width:
-        widths[-1] = max(0, width - fixed - max(_MIN_KEY_WIDTH, min(widths[0], width // 3)))
+        widths[-1] = max(0, width - fixed - max(least, min(widths[0], width // 3)))
         if widths[-1] < len("Models"):
             widths.pop()  # no room: the models column goes
-    widths[0] = max(min(widths[0], width - sum(widths[1:]) - 2 * (len(widths) - 1)),
-                    _MIN_KEY_WIDTH)
+    spacing = 2 * (len(widths) - 1)
+    widths[0] = max(min(widths[0], width - sum(widths[1:]) - spacing), min(widths[0], least))
     for row in columns:
         cut = [_fit(cell, w) for cell, w in zip(row, widths, strict=False)]
         line = [cut[0].ljust(widths[0]), *(c.rjust(w) for c, w in
@@ -108,11 +114,23 @@ def _print(report: Report) -> None:
         click.echo("  ".join(line).rstrip())
 
 
-def _cells(key: str, tokens: Tokens | Entry, models: str) -> list[str]:
-    cost = "-" if tokens.cost_usd is None else f"{tokens.cost_usd:,.2f}"
-    return [key, f"{tokens.input_tokens:,}", f"{tokens.output_tokens:,}",
-            f"{tokens.cache_creation_input_tokens:,}", f"{tokens.cache_read_input_tokens:,}",
-            cost, models]
+def _cells(key: str, tokens: Tokens | Entry, models: str, short: bool) -> list[str]:
+    number = _short if short else "{:,}".format
+    cost = tokens.cost_usd
+    # Cents hide a short session's cost: under a dollar it shows to a hundredth of one.
+    shown = ("-" if cost is None else f"{cost:,.0f}" if short and cost >= 100
+             else f"{cost:,.2f}" if cost >= 1 else f"{cost:.4f}")
+    return [key, number(tokens.input_tokens), number(tokens.output_tokens),
+            number(tokens.cache_creation_input_tokens), number(tokens.cache_read_input_tokens),
+            shown, models]
+
+
+def _short(n: int) -> str:
+    """``n`` in at most five characters or so: 950, 12.3k, 4.5M, 1.2B."""
+    for size, suffix in ((10**9, "B"), (10**6, "M"), (10**3, "k")):
+        if n >= size:
+            return f"{n / size:.1f}{suffix}"
+    return str(n)
 
 
 def _fit(cell: str, width: int) -> str:

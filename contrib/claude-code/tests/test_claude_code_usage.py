@@ -408,3 +408,22 @@ def test_the_real_transcripts_usage_equals_ccusage_and_its_summaries_are_withhel
                            "('cost-state', 'tools-used')").fetchall()
     assert {t for _, t in filed} == {"cost-state", "tools-used"}
     assert {d for d, _ in filed} == {str(project)}
+
+
+@pytest.mark.parametrize("columns", [50, 80, 200])
+def test_the_text_table_fits_the_terminal_and_totals_what_json_totals(home, tmp_path, columns):
+    env = _env(home)
+    root = tmp_path / "root"
+    _ingest(root, home, env)
+    done = _hostcore(root, "usage", "--by", "project", env={**env, "COLUMNS": str(columns)})
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines and all(len(line) <= columns for line in lines), lines
+    assert lines[0].startswith("Project")
+    total = next(line for line in lines if line.startswith("Total")).split()
+    totals = _usage(root, env=env)["totals"]
+    if columns >= 80:  # the figures in full
+        assert total[1:5] == [f"{totals[k]:,}" for k in KINDS]
+    else:  # short ones: 1.0M
+        assert total[1] == f"{totals['input_tokens'] / 1e3:.1f}k"
+    assert ("Models" in lines[0]) == (columns >= 200)

@@ -427,7 +427,8 @@ class IgnoreDotfiles:
         if changes.overflow:
             return set(folders)
         again = (changes.folders | self._unwatched) & folders
-        again |= folders - self._looked_at
+        if folders is not self._looked_at:  # the same names: nothing new, and no O(n) diff
+            again |= folders - self._looked_at
         for entry in changes.entries & folders:
             self._below(entry, again)
         return again

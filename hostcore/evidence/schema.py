@@ -286,6 +286,7 @@ TUPLE_COLUMNS: dict[str, str] = {
     "directory": "s.directory",
     "source_id": "s.source_id",
     "git_remote": "t.git_remote",
+    "partition": "(SELECT name FROM partitions WHERE id = t.part)",
 }
 
 

@@ -113,7 +113,7 @@ class ExportSeam:
         git_remote) of ``partition``'s rows whose id is after ``cursor`` (and at or
         before ``until``), in id order, keeping back every tuple whose rows the
         policy withholds (the same per-scope verdicts :meth:`read_rows_since`
-        applies). Columns: ``directory``, ``source_id``, ``git_remote``.
+        applies). Columns: ``directory``, ``source_id``, ``git_remote``, ``partition``.
 
         The store keeps these tuples, with their row counts, as rows are appended
         and purged, so the work is proportional to distinct tuples, not rows. A
@@ -125,6 +125,22 @@ class ExportSeam:
         chunks = self._chunks(schema.select_tuples(partition, columns), partition, cursor,
                               until)
         return (row for chunk in chunks for row in chunk)
+
+    def tuple_head_sync(self) -> int:
+        """The highest tuple id the store ever assigned (0 when none). Tuple ids are
+        one sequence over every partition, so a read of ids ``(cursor, until]``
+        examines at most ``until - cursor`` tuples, withheld or not: what a budget
+        of tuples can count without reading any."""
+        try:
+            db = schema.connect(self._store.path, readonly=True)
+            try:
+                found = db.execute(
+                    "SELECT seq FROM sqlite_sequence WHERE name = 'tuples'").fetchone()
+            finally:
+                db.close()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(describe_failure(self._store.path, exc, read_only=True)) from None
+        return int(found[0]) if found else 0
 
     def _chunks(self, sql: str, partition: str | None, cursor: int,
                 until: int | None) -> Generator[list[Row], None, None]:

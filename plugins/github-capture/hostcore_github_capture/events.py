@@ -20,10 +20,13 @@ EVENTS = (
     EventSpec(
         "capture.revalidation_slice",
         {"unit": UNITS, "positions_read": int, "rows_read": int, "tuples_read": int,
-         "budget": int, "partitions_done": int, "partitions_total": int, "confirmed": int},
+         "examined": int, "budget": int, "partitions_done": int, "partitions_total": int,
+         "confirmed": int},
         "A revalidation tick used its whole budget: positions examined (a pass by rows), "
-        "rows or tuples the seam let out, the budget, partitions completed out of those "
-        "the pass noted, repositories confirmed so far.",
+        "rows or tuples the seam let out, what the tick charged to its budget in its unit "
+        "(positions or tuple ids, withheld or not; never more than the budget), the "
+        "budget, partitions completed out of those the pass noted, repositories "
+        "confirmed so far.",
     ),
     EventSpec(
         "capture.revalidation_completed",

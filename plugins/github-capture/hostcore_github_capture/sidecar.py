@@ -29,12 +29,12 @@ the rows appended later are the ordinary ticks' after the swap. A pass **by
 rows** reads every partition's rows in one window of ``row_budget`` positions a
 tick, so a store whose head is ``H`` converges in ``ceil(H / row_budget)``
 ticks however much of it is withheld. A pass **by tuples** (the default)
-reads the distinct (directory, source, remote) of each partition, which the
-store keeps as rows come and go, through :meth:`ExportSeam.read_tuples_since_sync`
-under the same per-scope verdicts, at most ``tuple_budget`` a tick: it confirms
-the keys a pass by rows would, in ``T // tuple_budget + 1`` ticks for ``T``
-tuples. A tuple read costs one scan of the partition's tuple index (distinct
-tuples, never rows), so its work grows with distinct tuples, not history.
+reads the distinct (directory, source, remote) of the store, which it keeps as
+rows come and go, through :meth:`ExportSeam.read_tuples_since_sync` under the
+same per-scope verdicts, one window of ``tuple_budget`` tuple ids a tick: it
+confirms the keys a pass by rows would, in ``ceil(T / tuple_budget)`` ticks for
+a tuple head ``T`` however many tuples are withheld. Its work grows with
+distinct tuples, never rows.
 
 Progress is persisted after every slice (confirmed keys, the window's position
 or the tuple cursors), so a later tick or a restarted process carries on. A
@@ -80,6 +80,8 @@ CAPTURE_PARTITION = "github_events"
 # same inventory, and tuples converge in a tick where rows take dozens.
 DEFAULT_UNIT = "tuples"
 _COLUMNS = ("git_remote",)
+# A window of tuple ids spans every partition: each tuple says whose it is.
+_TUPLE_COLUMNS = ("partition", "git_remote")
 # Rows taken from the seam's stream at a time: bounds what a read holds at once.
 CHUNK_ROWS = 1024
 _remote = itemgetter(1)
@@ -104,16 +106,20 @@ class SeamLike(Protocol):
                                columns: Sequence[str], *, until: int | None = None
                                ) -> Iterator[tuple[Any, ...]]: ...
 
+    def tuple_head_sync(self) -> int: ...
+
 
 class TickOutcome(msgspec.Struct, kw_only=True):
     """What one sidecar tick did (counts only).
 
     ``positions_read`` is what the tick charged to its row budget (positions
-    examined, withheld rows included); ``rows_read`` and ``tuples_read`` are
-    what the seam let out.
+    examined, withheld rows included); ``examined`` is what it charged to the
+    budget of its unit (positions, or tuple ids in a pass by tuples, withheld
+    tuples included); ``rows_read`` and ``tuples_read`` are what the seam let out.
     """
 
     positions_read: int = 0
+    examined: int = 0
     rows_read: int = 0
     tuples_read: int = 0
     started: str | None = None  # the trigger of a pass started or restarted this tick
@@ -131,9 +137,9 @@ class Progress(msgspec.Struct, kw_only=True):
     """Where a pass stands, for status and the ``revalidate`` progress line.
 
     ``positions_read`` / ``positions_total``: how far a pass by rows has read
-    towards the head it noted (``None`` for a pass by tuples, which reads by
-    partition: ``partitions_done`` counts those read to their end; a pass by
-    rows reads every partition at once and completes them together).
+    towards the head it noted (``None`` for a pass by tuples). Both units read
+    every partition at once and complete them together: ``partitions_done``
+    counts those read to their end.
     """
 
     trigger: str
@@ -300,9 +306,10 @@ class Sidecar:
                       prior_inventory=len(state.repos), restarted=record is not None)
             # After the versions: every row they count lies at or before the head.
             head = self.store.head_position()
+            tuple_head = self.seam.tuple_head_sync() if self.unit == "tuples" else None
             record = Revalidation(fingerprint=fingerprint, trigger=reason, started_at=now,
                                   prior_size=len(state.repos), store_instance=instance,
-                                  head=head, unit=self.unit,
+                                  head=head, tuple_head=tuple_head, unit=self.unit,
                                   versions={name: str(v) for name, v in versions.items()})
         if record is None:
             return self._extend(state, versions)
@@ -394,7 +401,7 @@ class Sidecar:
         self.state.save(msgspec.structs.replace(state, revalidation=record))
         self.emit("capture.revalidation_slice", unit=record.unit,
                   positions_read=outcome.positions_read, rows_read=outcome.rows_read,
-                  tuples_read=outcome.tuples_read, budget=budget,
+                  tuples_read=outcome.tuples_read, examined=outcome.examined, budget=budget,
                   partitions_done=len(record.completed),
                   partitions_total=len(record.versions), confirmed=len(confirmed))
         outcome.revalidating = True
@@ -408,30 +415,39 @@ class Sidecar:
         until = max(start, min(start + self.row_budget, head))
         for name in sorted(record.versions):
             outcome.rows_read += self._read(name, start, until, reducer, keys)
-        outcome.positions_read = until - start
+        outcome.positions_read = outcome.examined = until - start
         complete = until >= head
         completed = sorted(record.versions) if complete else []
         return msgspec.structs.replace(record, position=until, completed=completed), complete
 
     def _tuple_slice(self, record: Revalidation, reducer: KeyReducer, keys: set[str],
                      outcome: TickOutcome) -> tuple[Revalidation, bool]:
-        """Read up to the tuple budget from the partitions the pass has not finished."""
-        cursors = dict(record.cursors)
-        completed = set(record.completed)
-        remaining = self.tuple_budget
-        for name in sorted(record.versions):
-            if name in completed:
-                continue
-            if remaining == 0:
-                break
-            read, cursors[name], exhausted = self._read_tuples(
-                name, cursors.get(name, 0), remaining, reducer, keys)
-            remaining -= read
-            outcome.tuples_read += read
-            if exhausted:
-                completed.add(name)
-        record = msgspec.structs.replace(record, cursors=cursors, completed=sorted(completed))
-        return record, record.versions.keys() <= completed
+        """Read the next window of tuple ids, no wider than the tuple budget, of
+        every partition the pass noted at once.
+
+        The window's width is what it costs, withheld tuples included: the seam
+        keeps those back inside SQLite, where they still take time, so a budget
+        counted in the tuples it lets out would not bound the work. Tuple ids are
+        one sequence over every partition, and every tuple that appeared after
+        the pass started (a new partition's included) lies past the head it
+        noted, so one window over all partitions reads exactly the noted ones.
+        """
+        # A record written before the head was noted notes it now.
+        head = record.tuple_head
+        if head is None:
+            head = self.seam.tuple_head_sync()
+        pending = [name for name in sorted(record.versions) if name not in record.completed]
+        # Cursors differ only in a record of a release that read partition by partition.
+        start = min((record.cursors.get(name, 0) for name in pending), default=head)
+        until = max(start, min(start + self.tuple_budget, head))
+        outcome.tuples_read = self._read_tuples(start, until, set(pending), reducer, keys)
+        outcome.examined = until - start
+        complete = until >= head
+        cursors = {**record.cursors, **dict.fromkeys(pending, until)}
+        completed = sorted(record.versions) if complete else record.completed
+        record = msgspec.structs.replace(record, cursors=cursors, tuple_head=head,
+                                         completed=completed)
+        return record, complete
 
     def _swap(self, state: SidecarState, record: Revalidation, now: float
               ) -> dict[str, PartitionMark]:
@@ -479,29 +495,24 @@ class Sidecar:
                 close()  # release the read transaction if reducing failed part way
         return count
 
-    def _read_tuples(self, partition: str, cursor: int, limit: int, reducer: KeyReducer,
-                     keys: set[str]) -> tuple[int, int, bool]:
-        """Read up to ``limit`` distinct tuples after tuple id ``cursor`` into ``keys``.
-
-        Returns (tuples read, last tuple id read, whether the partition ended).
-        """
-        found = self.seam.read_tuples_since_sync(partition, cursor, _COLUMNS)
+    def _read_tuples(self, cursor: int, until: int, partitions: set[str],
+                     reducer: KeyReducer, keys: set[str]) -> int:
+        """Read the permitted tuples of ``partitions`` with ids in ``(cursor, until]``
+        into ``keys``; returns how many the seam let out of those partitions (the
+        capture partition's own, and any the pass did not note, are passed over)."""
+        if until <= cursor:
+            return 0
         count = 0
-        try:
-            for tuple_id, remote in found:
-                count += 1
-                cursor = tuple_id
-                if remote:
-                    key = reducer.key(remote)
-                    if key is not None:
-                        keys.add(key)
-                if count == limit:
-                    return count, cursor, False
-        finally:
-            close = getattr(found, "close", None)
-            if close is not None:
-                close()
-        return count, cursor, True
+        for _, partition, remote in self.seam.read_tuples_since_sync(
+                None, cursor, _TUPLE_COLUMNS, until=until):
+            if partition not in partitions:
+                continue
+            count += 1
+            if remote:
+                key = reducer.key(remote)
+                if key is not None:
+                    keys.add(key)
+        return count
 
 
 def derivation_ahead(state: SidecarState, now: float) -> bool:

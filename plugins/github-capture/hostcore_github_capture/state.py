@@ -63,9 +63,12 @@ class Revalidation(msgspec.Struct, kw_only=True):
     ``confirmed`` holds the keys re-derived so far (what capture may use until
     the swap). ``unit`` is what the pass reads: ``rows`` (every partition's rows
     up to ``position``, one window of positions a tick) or ``tuples``
-    (``cursors`` are the last tuple id read per partition, ``completed`` the
-    partitions read to their end). ``positions_read`` is what a pass by rows
-    charged to its budgets: positions covered, rows withheld included.
+    (``cursors`` are the last tuple id read per partition, one window for all,
+    ``completed`` the partitions read to their end; ``tuple_head`` the highest
+    tuple id when it started: tuples that appear later are the ordinary ticks'
+    rows).
+    ``positions_read`` is what a pass by rows charged to its budgets: positions
+    covered, rows withheld included.
 
     A record without ``head`` was written by a release before these fields:
     the pass starts over.
@@ -81,6 +84,7 @@ class Revalidation(msgspec.Struct, kw_only=True):
     unit: str = "rows"
     position: int = 0
     cursors: dict[str, int] = msgspec.field(default_factory=dict)
+    tuple_head: int | None = None
     completed: list[str] = msgspec.field(default_factory=list)
     confirmed: list[str] = msgspec.field(default_factory=list)
     positions_read: int = 0

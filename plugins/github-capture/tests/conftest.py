@@ -107,6 +107,9 @@ class CountingSeam:
     def export_policy_fingerprint(self) -> str:
         return self.seam.export_policy_fingerprint()
 
+    def tuple_head_sync(self) -> int:
+        return self.seam.tuple_head_sync()
+
     def read_rows_since_sync(self, partition: Any, cursor: int, columns: Any, *,
                              until: int | None = None) -> Iterator[Any]:
         self.reads += 1

@@ -95,9 +95,10 @@ class AuditJournal:
     :meth:`append` writes each record to a new file (``audit/<id>.json``) by atomic
     rename before returning, so it is persisted (every reader and every later
     process sees it) before the sweep acts on it: the failure this protocol covers
-    is a process's death. Power-cut durability comes once per sweep: :meth:`seal`
-    writes every record of the sweep into one fsynced batch file and then removes
-    the single-record files, instead of two fsyncs per record. A record appears in
+    is a process's death, which loses no write the kernel has, so nothing is
+    fsynced (see docs/file-custody.md, Durability). :meth:`seal` writes every record
+    of the sweep into one batch file and then removes the single-record files, so
+    the folder holds a file per sweep, not per record. A record appears in
     both until then; readers drop the duplicate by ``record_id``. New names only:
     replacing an existing file costs a data flush on some filesystems (ext4).
     """
@@ -113,16 +114,15 @@ class AuditJournal:
         self._written.append((path, record))
 
     def seal(self) -> None:
-        """Make this sweep's records durable in one batch file. Idempotent.
+        """Gather this sweep's records into one batch file. Idempotent.
 
-        If the batch cannot be written, the single-record files stay as they are:
-        they are persisted, only not fsynced.
+        If the batch cannot be written, the single-record files stay as they are.
         """
         if not self._written:
             return
         try:
             publish(self.registry.audit_dir / f"{_audit_name()}.json",
-                    encode_json([record for _, record in self._written]), durable=True)
+                    encode_json([record for _, record in self._written]), durable=False)
         except OSError:
             return
         for path, _ in self._written:
@@ -157,7 +157,7 @@ def record_live_sweep_observation(
     means no usable witness and is never upgraded to a generation found later.
     Nothing is written unless that generation is the live current one before
     custody, after acquiring it, and immediately before the write. ``journal``
-    batches the record with a sweep's others; without one it is written durably alone.
+    batches the record with a sweep's others; without one it is written alone.
     """
     reason, _ = _authority(registry, instance, expected_generation_id)
     if reason is not None:

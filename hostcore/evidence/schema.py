@@ -84,14 +84,17 @@ CREATE TABLE IF NOT EXISTS purged_keys (digest TEXT PRIMARY KEY) WITHOUT ROWID
 """
 
 # Usage: what ``hostcore usage`` reads instead of rows (hostcore.evidence.usage).
-# Triggers keep it as rows are inserted and deleted (appends, purges, partition
-# drops, whichever release runs them), so it can never drift from the rows and
-# the append path pays only for rows that carry usage. One API response counts
-# once however many rows repeat it: ``usage_responses`` names each by the row that
-# counted it, and a purge of that row takes its tokens out again. Buckets are a
-# quarter of an hour of UTC (every zone's offset is a whole number of them), so a
-# report can be cut into days of any zone. These only add tables: a store that
-# has them is still schema 2 to a release that has never heard of them.
+# An append adds a batch's usage in Python, from the rows it actually inserted,
+# in the rows' own transaction (hostcore.evidence.usage_totals): a trigger would
+# parse each usage row's payload once per field. A trigger takes it out again as
+# rows are deleted (purges, partition drops), which is rare. One API response
+# counts once however many rows repeat it: ``usage_responses`` names each by the
+# position of the row that counted it, and deleting that row takes its tokens out.
+# Buckets are a quarter of an hour of UTC (every zone's offset is a whole number
+# of them), so a report can be cut into days of any zone. These only add tables:
+# a store that has them is still schema 2 to a release that has never heard of
+# them. ``usage_counted`` was the insert trigger of the first release with usage;
+# dropped so rows are not counted twice.
 USAGE_DDL = (
     """CREATE TABLE IF NOT EXISTS usage (
     scope INTEGER NOT NULL,
@@ -108,32 +111,7 @@ USAGE_DDL = (
 ) WITHOUT ROWID""",
     "CREATE TABLE IF NOT EXISTS usage_responses (response TEXT PRIMARY KEY, "
     "position INTEGER NOT NULL) WITHOUT ROWID",
-    f"""CREATE TRIGGER IF NOT EXISTS usage_counted AFTER INSERT ON evidence
-WHEN instr(new.payload, '"usage":{{') > 0 AND unixepoch(new.ts) IS NOT NULL
-    AND NOT EXISTS (SELECT 1 FROM usage_responses
-                    WHERE response = new.payload ->> '$.usage.response')
-BEGIN
-    INSERT INTO usage_responses (response, position)
-    VALUES (new.payload ->> '$.usage.response', new.position);
-    INSERT INTO usage VALUES (new.scope, new.session_id, new.payload ->> '$.usage.model',
-        unixepoch(new.ts) / {15 * 60}, 1,
-        new.payload ->> '$.usage.input_tokens', new.payload ->> '$.usage.output_tokens',
-        new.payload ->> '$.usage.cache_creation_input_tokens',
-        new.payload ->> '$.usage.cache_read_input_tokens',
-        coalesce(new.payload -> '$.usage.above_tier', '[0,0,0,0]'))
-    ON CONFLICT (scope, session_id, model, bucket) DO UPDATE SET
-        responses = responses + 1,
-        input_tokens = input_tokens + excluded.input_tokens,
-        output_tokens = output_tokens + excluded.output_tokens,
-        cache_creation_input_tokens = cache_creation_input_tokens
-            + excluded.cache_creation_input_tokens,
-        cache_read_input_tokens = cache_read_input_tokens + excluded.cache_read_input_tokens,
-        above_tier = CASE WHEN excluded.above_tier = '[0,0,0,0]' THEN above_tier
-            ELSE json_array((above_tier ->> 0) + (excluded.above_tier ->> 0),
-                            (above_tier ->> 1) + (excluded.above_tier ->> 1),
-                            (above_tier ->> 2) + (excluded.above_tier ->> 2),
-                            (above_tier ->> 3) + (excluded.above_tier ->> 3)) END;
-END""",
+    "DROP TRIGGER IF EXISTS usage_counted",
     f"""CREATE TRIGGER IF NOT EXISTS usage_uncounted AFTER DELETE ON evidence
 WHEN instr(old.payload, '"usage":{{') > 0
     AND EXISTS (SELECT 1 FROM usage_responses
@@ -159,6 +137,28 @@ BEGIN
     DELETE FROM usage WHERE responses <= 0;
 END""",
 )
+# Which of a JSON list of response digests were counted already.
+COUNTED_RESPONSES = ("SELECT response FROM usage_responses WHERE response IN "
+                     "(SELECT value FROM json_each(?))")
+# The bucket of each of a JSON list of times (NULL: SQLite cannot read it), as the
+# delete trigger works it out.
+BUCKETS = f"SELECT value, unixepoch(value) / {15 * 60} FROM json_each(?)"
+COUNT_RESPONSE = "INSERT INTO usage_responses (response, position) VALUES (?, ?)"
+# Add one bucket's totals; parameters: scope, session, model, bucket, responses,
+# the four token kinds, above_tier (JSON, four counts).
+ADD_USAGE = """INSERT INTO usage VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (scope, session_id, model, bucket) DO UPDATE SET
+    responses = responses + excluded.responses,
+    input_tokens = input_tokens + excluded.input_tokens,
+    output_tokens = output_tokens + excluded.output_tokens,
+    cache_creation_input_tokens = cache_creation_input_tokens
+        + excluded.cache_creation_input_tokens,
+    cache_read_input_tokens = cache_read_input_tokens + excluded.cache_read_input_tokens,
+    above_tier = CASE WHEN excluded.above_tier = '[0,0,0,0]' THEN above_tier
+        ELSE json_array((above_tier ->> 0) + (excluded.above_tier ->> 0),
+                        (above_tier ->> 1) + (excluded.above_tier ->> 1),
+                        (above_tier ->> 2) + (excluded.above_tier ->> 2),
+                        (above_tier ->> 3) + (excluded.above_tier ->> 3)) END"""
 # Usage per scope, session, model and bucket; parameters: from bucket, to bucket.
 SELECT_USAGE = ("SELECT scope, session_id, model, bucket, input_tokens, output_tokens, "
                 "cache_creation_input_tokens, cache_read_input_tokens, above_tier "

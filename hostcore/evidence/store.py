@@ -34,7 +34,7 @@ import os
 import sqlite3
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, NoReturn
 
@@ -44,6 +44,7 @@ from hostcore.errors import HostcoreError, RecordError
 from hostcore.evidence import schema
 from hostcore.evidence.paths import within
 from hostcore.evidence.rows import EvidenceRow, PartitionVersion, SourceBatch, storable_text
+from hostcore.evidence.usage_totals import Counted, add_usage
 from hostcore.timestamps import canonical, format_utc, parse, utc_now
 
 # EvidenceRow, PartitionVersion and SourceBatch live in hostcore.evidence.rows;
@@ -372,14 +373,16 @@ class Store:
             self._check_ids(db)
             head = _head(db)
             rejected: dict[str, dict[str, int]] = {}
-            if not self._insert_at_once(db, rows, staged):
+            counted = self._insert_at_once(db, rows, staged, head)
+            if counted is None:
                 if not db.in_transaction:
                     # The insert refused a row and rolled everything back: again.
                     self._ids_under = None  # ids it created are gone
                     db.execute("BEGIN IMMEDIATE")
                     self._check_ids(db)
                     head = _head(db)
-                self._insert_one_by_one(db, rows, source, rejected)
+                counted = self._insert_one_by_one(db, rows, source, rejected, head)
+            add_usage(db, counted)
             # Counted by SQLite, which lets the reading thread run meanwhile.
             outcome.inserted = _count(db, _tuples_since(db, head))
             if source is not None:
@@ -397,12 +400,13 @@ class Store:
         return outcome
 
     def _insert_at_once(self, db: sqlite3.Connection, rows: list[EvidenceRow],
-                        staged: Staged | None) -> bool:
+                        staged: Staged | None, head: int) -> list[Counted] | None:
         """The common case, every row new and storable, inserted by one statement per
         :data:`INSERT_CHUNK_ROWS` rows from its staged parameters (staged here
         unless staged before with ids that still hold).
 
-        False when a row's key is already stored or repeats in the batch (the
+        Returns the inserted rows that carry usage (see usage_totals), or None
+        when a row's key is already stored or repeats in the batch (the
         unique index refuses it) or a value cannot be stored; the caller then goes
         row by row. If it had begun inserting, it rolled the transaction back
         (see schema.insert_rows), positions too: none is used up. Rows whose key a
@@ -411,21 +415,28 @@ class Store:
         if staged is None or not self._ids_hold(staged.ids):
             staged = self.stage(rows)  # ids are looked up under this transaction
         if staged is None:
-            return False
+            return None
         params: list[Any] | None = staged.params
         if staged.named:
             params = self._ids_for_names(db, staged.params, staged.named)
         if params is None:
-            return False
+            return None
+        kept: Sequence[int] = range(len(rows))
         if db.execute(schema.ANY_PURGED).fetchone() is not None:
-            params = _without_purged(db, rows, params)
+            params, kept = _without_purged(db, rows, params)
         try:
             _insert_chunked(db, schema.insert_rows, params, ROW_PARAMS)
         except (sqlite3.IntegrityError, UnicodeEncodeError):
             if db.in_transaction:  # a text it could not even bind: undo the chunks before
                 db.execute("ROLLBACK")
-            return False
-        return True
+            return None
+        # One statement per chunk, in order, under the write lock: the rows took the
+        # positions after head one by one. Most rows carry no usage, and cost only
+        # this look.
+        return [(head + 1 + at, params[at * ROW_PARAMS + 1], params[at * ROW_PARAMS + 2],
+                 params[at * ROW_PARAMS + 3], rows[index].payload["usage"])
+                for at, index in enumerate(kept)
+                if type(rows[index].payload) is dict and "usage" in rows[index].payload]
 
     def _ids_hold(self, ids: dict[str | tuple[str, str], int]) -> bool:
         """Whether every id staged from the cache is the one cached now (the caller
@@ -456,9 +467,11 @@ class Store:
         return params
 
     def _insert_one_by_one(self, db: sqlite3.Connection, rows: list[EvidenceRow],
-                           source: str | None, rejected: dict[str, dict[str, int]]) -> None:
+                           source: str | None, rejected: dict[str, dict[str, int]],
+                           head: int) -> list[Counted]:
         """Check every row, count those that cannot be stored, skip keys already
-        stored, purged or repeated, and insert the rest."""
+        stored, purged or repeated, and insert the rest; returns those of them that
+        carry usage (see usage_totals)."""
         prepared: list[tuple[Any, ...]] = []
         for row in rows:
             values = self._values(db, row)
@@ -469,11 +482,15 @@ class Store:
                 counts[values] = counts.get(values, 0) + 1
                 continue
             prepared.append(values)
-        db.executemany(schema.INSERT, [values[:7] for values in _unseen(db, prepared)])
+        fresh = _unseen(db, prepared)
+        db.executemany(schema.INSERT, [values[:7] for values in fresh])
+        # executemany inserts in order: the rows took the positions after head.
+        return [(head + 1 + at, values[1], values[2], values[3], values[8])
+                for at, values in enumerate(fresh) if values[8] is not None]
 
     def _values(self, db: sqlite3.Connection, row: EvidenceRow) -> tuple[Any, ...] | str:
-        """The insert values of ``row`` (plus its partition name), or why it cannot
-        be stored."""
+        """The insert values of ``row`` (plus its partition name and its payload's
+        usage, None when it has none), or why it cannot be stored."""
         session, ts, remote, key = row.session_id, row.ts, row.git_remote, row.key
         if not (isinstance(session, str) and isinstance(ts, str)
                 and isinstance(remote, str) and (key is None or isinstance(key, str))):
@@ -491,7 +508,8 @@ class Store:
             return UNENCODABLE
         except (TypeError, ValueError, OverflowError):
             return BAD_VALUE
-        return (part, scope, session, canonical(ts), remote, payload, key, row.partition)
+        usage = row.payload.get("usage") if type(row.payload) is dict else None
+        return (part, scope, session, canonical(ts), remote, payload, key, row.partition, usage)
 
     def _check_ids(self, db: sqlite3.Connection) -> None:
         """Forget cached ids when any process purged or dropped since they were read,
@@ -773,16 +791,16 @@ def _purged(db: sqlite3.Connection, digests: list[str]) -> set[str]:
 
 
 def _without_purged(db: sqlite3.Connection, rows: list[EvidenceRow],
-                    params: list[Any]) -> list[Any]:
+                    params: list[Any]) -> tuple[list[Any], Sequence[int]]:
     """``params`` (:data:`ROW_PARAMS` per row) without the rows whose key a purge
-    recorded."""
+    recorded, and the indexes in ``rows`` of the rows left."""
     digests = [schema.key_digest(row.partition, row.key) for row in rows if row.key is not None]
     gone = _purged(db, digests)
     if not gone:
-        return params
-    return [value for at, digest in enumerate(_digest_per_row(rows, digests))
-            if digest not in gone
-            for value in params[at * ROW_PARAMS:(at + 1) * ROW_PARAMS]]
+        return params, range(len(rows))
+    kept = [at for at, digest in enumerate(_digest_per_row(rows, digests))
+            if digest not in gone]
+    return [value for at in kept for value in params[at * ROW_PARAMS:(at + 1) * ROW_PARAMS]], kept
 
 
 def _digest_per_row(rows: list[EvidenceRow], digests: list[str]) -> Iterator[str | None]:

@@ -1,0 +1,188 @@
+"""The usage aggregate is added by the append that inserts the rows, in their
+transaction: only rows actually stored count, one response counts once across
+batches, paths and files, and purges and partition drops take tokens out again."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from hostcore.evidence.store import EvidenceRow, SourceBatch, Store
+from hostcore.evidence.usage_fields import tokens
+
+SESSION = "s-1"
+
+
+def usage_row(response: str, counts: tuple[int, int, int, int], *, key: str | None,
+              ts: str = "2025-09-14T10:05:00Z", model: str = "m", partition: str = "p",
+              directory: str = "/w") -> EvidenceRow:
+    return EvidenceRow(partition=partition, source_id="src", directory=directory,
+                       session_id=SESSION, ts=ts, key=key,
+                       payload={"type": "assistant", "usage": tokens(model, counts, response)})
+
+
+def plain_row(key: str) -> EvidenceRow:
+    return EvidenceRow(partition="p", source_id="src", directory="/w", session_id=SESSION,
+                       ts="2025-09-14T10:05:00Z", key=key, payload={"type": "user"})
+
+
+def aggregate(path: Path) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(path) as db:
+        return db.execute("SELECT model, bucket, responses, input_tokens, output_tokens, "
+                          "cache_creation_input_tokens, cache_read_input_tokens, above_tier "
+                          "FROM usage ORDER BY model, bucket").fetchall()
+
+
+def recount(path: Path) -> list[tuple[Any, ...]]:
+    """What the aggregate must hold: every stored row's response counted once, by
+    the first stored row naming it, summed per model and bucket in SQL."""
+    with sqlite3.connect(path) as db:
+        return db.execute(
+            "WITH firsts AS (SELECT payload ->> '$.usage.model' AS model, "
+            "unixepoch(ts) / 900 AS bucket, payload AS p FROM evidence e "
+            "WHERE payload -> '$.usage' IS NOT NULL AND position = (SELECT MIN(position) "
+            "FROM evidence f WHERE f.payload ->> '$.usage.response' "
+            "= e.payload ->> '$.usage.response')) "
+            "SELECT model, bucket, COUNT(*), SUM(p ->> '$.usage.input_tokens'), "
+            "SUM(p ->> '$.usage.output_tokens'), "
+            "SUM(p ->> '$.usage.cache_creation_input_tokens'), "
+            "SUM(p ->> '$.usage.cache_read_input_tokens') "
+            "FROM firsts GROUP BY model, bucket ORDER BY model, bucket").fetchall()
+
+
+def test_a_response_repeated_on_lines_of_one_batch_counts_once(tmp_path):
+    store = Store(tmp_path / "store.sqlite3")
+    store.append([usage_row("r1", (10, 20, 30, 40), key="a"),
+                  usage_row("r1", (10, 20, 30, 40), key="b"),
+                  plain_row("c"),
+                  usage_row("r2", (1, 2, 3, 4), key="d")])
+    assert aggregate(store.path) == [("m", 1757844000 // 900, 2, 11, 22, 33, 44, "[0,0,0,0]")]
+
+
+def test_a_response_seen_by_an_earlier_batch_does_not_count_again(tmp_path):
+    store = Store(tmp_path / "store.sqlite3")
+    store.ingest("src", SourceBatch([usage_row("r1", (5, 5, 5, 5), key="a")], "1"),
+                 previous=None)
+    # The same response in another file (a resumed session's copy), under another key.
+    store.ingest("src", SourceBatch([usage_row("r1", (5, 5, 5, 5), key="copy"),
+                                     usage_row("r2", (1, 0, 0, 0), key="b")], "2"),
+                 previous="1")
+    assert aggregate(store.path)[0][2:7] == (2, 6, 5, 5, 5)
+
+
+def test_rows_refused_as_duplicates_add_no_tokens(tmp_path):
+    store = Store(tmp_path / "store.sqlite3")
+    store.append([usage_row("r1", (7, 0, 0, 0), key="a")])
+    # The stored key sends the batch row by row; its refused row must not count r9.
+    inserted = store.append([usage_row("r9", (100, 0, 0, 0), key="a"),
+                             usage_row("r2", (3, 0, 0, 0), key="b"),
+                             usage_row("r3", (4, 0, 0, 0), key="b")])
+    assert inserted == 1
+    assert aggregate(store.path)[0][2:4] == (2, 10)
+    assert aggregate(store.path)[0][2:7] == recount(store.path)[0][2:7]
+
+
+def test_rows_a_purge_recorded_add_no_tokens_when_read_again(tmp_path):
+    store = Store(tmp_path / "store.sqlite3")
+    store.append([usage_row("r1", (7, 0, 0, 0), key="a"), plain_row("x")])
+    store.purge(session_id=SESSION)
+    assert aggregate(store.path) == []
+    # Read again beside a new row: the purged key stays out, and so do its tokens.
+    assert store.append([usage_row("r1", (7, 0, 0, 0), key="a"),
+                         usage_row("r5", (2, 0, 0, 0), key="n")]) == 1
+    assert [line[2:4] for line in aggregate(store.path)] == [(1, 2)]
+
+
+def test_a_purge_takes_a_response_out_and_a_later_copy_counts_it_again(tmp_path):
+    store = Store(tmp_path / "store.sqlite3")
+    store.append([usage_row("r1", (7, 1, 0, 0), key="a", directory="/w/one")])
+    store.purge(directory="/w/one")
+    assert aggregate(store.path) == []
+    store.append([usage_row("r1", (7, 1, 0, 0), key="again", directory="/w/two")])
+    assert aggregate(store.path)[0][2:5] == (1, 7, 1)
+
+
+def test_dropping_a_partition_takes_its_tokens_out(tmp_path):
+    store = Store(tmp_path / "store.sqlite3")
+    store.append([usage_row("r1", (7, 0, 0, 0), key="a", partition="old"),
+                  usage_row("r2", (9, 0, 0, 0), key="b", partition="new")])
+    store.drop_partition("old")
+    assert [line[2:4] for line in aggregate(store.path)] == [(1, 9)]
+
+
+def test_tokens_above_the_tier_add_up_per_bucket_and_come_out_with_a_purge(tmp_path):
+    store = Store(tmp_path / "store.sqlite3")
+    big = 250_000
+    store.append([usage_row("r1", (big, 0, 0, 0), key="a", directory="/w/a"),
+                  usage_row("r2", (big + 10, 0, 0, 0), key="b", directory="/w/a")])
+    store.append([usage_row("r3", (big + 5, 0, 0, 0), key="c", directory="/w/a")])
+    with sqlite3.connect(store.path) as db:
+        (above,) = db.execute("SELECT above_tier FROM usage").fetchone()
+    assert above == "[150015,0,0,0]"
+    store.purge(before="2100-01-01T00:00:00Z", directory="/w/a")
+    assert aggregate(store.path) == []
+
+
+def test_models_and_quarter_hours_are_kept_apart_and_purged_from_where_they_went(tmp_path):
+    store = Store(tmp_path / "store.sqlite3")
+    store.append([usage_row("r1", (1, 0, 0, 0), key="a", ts="2025-09-14T10:14:59.999999Z"),
+                  usage_row("r2", (2, 0, 0, 0), key="b", ts="2025-09-14T10:15:00Z"),
+                  usage_row("r0", (8, 0, 0, 0), key="z", ts="2025-09-14T10:14:59.9Z"),
+                  usage_row("r3", (4, 0, 0, 0), key="c", model="other")])
+    found = aggregate(store.path)
+    # SQLite reads 10:14:59.999999 as 10:15:00.000 (milliseconds): the bucket the
+    # delete trigger will look in, so the aggregate files it there too.
+    assert [(m, b, n) for m, b, _, n, *_ in found] == [
+        ("m", 1757844000 // 900, 8), ("m", 1757844000 // 900 + 1, 3),
+        ("other", 1757844000 // 900, 4)]
+    assert [line[:7] for line in found] == recount(store.path)
+    store.purge(session_id=SESSION)
+    assert aggregate(store.path) == []
+
+
+def test_a_usage_payload_of_another_shape_is_stored_and_not_counted(tmp_path):
+    store = Store(tmp_path / "store.sqlite3")
+    odd = EvidenceRow(partition="p", source_id="src", directory="/w", session_id=SESSION,
+                      ts="2025-09-14T10:05:00Z", key="odd",
+                      payload={"usage": {"model": "m", "response": "r", "input_tokens": "9"}})
+    assert store.append([odd, usage_row("r2", (3, 0, 0, 0), key="b")]) == 2
+    assert [line[2:4] for line in aggregate(store.path)] == [(1, 3)]
+
+
+WRITER = """
+import sys
+from hostcore.evidence.store import EvidenceRow, Store
+from hostcore.evidence.usage_fields import tokens
+store = Store(sys.argv[1])
+n = 0
+while True:
+    rows = [EvidenceRow(partition="p", source_id="src", directory="/w", session_id="s",
+                        ts="2025-09-14T10:05:00Z", key=f"k{n}-{i}",
+                        payload={"usage": tokens("m", (1, 2, 3, 4), f"r{n}-{i // 2}")})
+            for i in range(2_000)]
+    store.append(rows)
+    n += 1
+    if n == 3:
+        print("ready", flush=True)
+"""
+
+
+def test_a_writer_killed_mid_append_leaves_rows_and_aggregate_agreeing(tmp_path):
+    path = tmp_path / "store.sqlite3"
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(path)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout is not None and writer.stdout.readline() == "ready\n"
+    finally:
+        os.kill(writer.pid, signal.SIGKILL)
+        writer.wait()
+    with sqlite3.connect(path) as db:
+        (rows,) = db.execute("SELECT COUNT(*) FROM evidence").fetchone()
+    assert rows >= 3 * 2_000 and rows % 2_000 == 0
+    assert aggregate(path)[0][2:7] == (rows // 2, rows // 2, rows, rows * 3 // 2, rows * 2)
+    assert [line[:7] for line in aggregate(path)] == recount(path)

@@ -22,69 +22,83 @@ __all__ = ["Counted", "add_usage"]
 
 # (position, scope id, session id, canonical ts, the payload's usage): one inserted row.
 Counted = tuple[int, int, str, str, Any]
-_KINDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens",
-          "cache_read_input_tokens")
-_NONE_ABOVE = "[0,0,0,0]"
+_NONE_ABOVE = (0, 0, 0, 0)
 _encoder = msgspec.json.Encoder()
+
+
+class _Usage(msgspec.Struct, gc=False):
+    """A row's ``usage`` as hostcore.evidence.usage_fields writes it; checked by
+    msgspec for a whole batch at once (a bool or a float is no count)."""
+
+    model: str
+    response: str
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
+    above_tier: tuple[int, int, int, int] = _NONE_ABOVE
 
 
 def add_usage(db: sqlite3.Connection, counted: Sequence[Counted]) -> None:
     """Count the responses of ``counted`` (rows just inserted, in position order)
     that the store has not counted yet, each once: the first row naming a response
-    counts it, under its own position."""
-    usable = [(position, scope, session, ts, parts) for position, scope, session, ts, usage
-              in counted if (parts := _parts(usage)) is not None]
-    if not usable:
+    counts it, under its own position. A usage of another shape (a source of its
+    own) is stored with its row and not counted."""
+    if not counted:
         return
+    usages = _checked([found[4] for found in counted])
     # SQLite's own reading of each time, as the delete trigger will read it (it
     # rounds fractions to milliseconds, so 10:14:59.9999 is 10:15's bucket).
     buckets: dict[str, int | None] = dict(db.execute(
-        schema.BUCKETS, (_encoder.encode(list({found[3] for found in usable})),)))
-    found: list[tuple[int, int, str, str, str, int, list[int], list[int]]] = []
-    for position, scope, session, ts, (response, model, counts, above) in usable:
-        bucket = buckets.get(ts)
-        if bucket is not None:
-            found.append((position, scope, session, response, model, bucket, counts, above))
-    if not found:
-        return
+        schema.BUCKETS, (_encoder.encode(list({found[3] for found in counted})),)))
     seen = {response for (response,) in db.execute(
-        schema.COUNTED_RESPONSES, (_encoder.encode([row[3] for row in found]),))}
+        schema.COUNTED_RESPONSES,
+        (_encoder.encode([u.response for u in usages if u is not None]),))}
     firsts: list[tuple[str, int]] = []
     totals: dict[tuple[int, str, str, int], list[int]] = {}
-    for position, scope, session, response, model, bucket, counts, above in found:
-        if response in seen:
+    for (position, scope, session, ts, _), usage in zip(counted, usages, strict=True):
+        if usage is None or usage.response in seen:
             continue
-        seen.add(response)
-        firsts.append((response, position))
-        key = (scope, session, model, bucket)
+        bucket = buckets.get(ts)
+        if bucket is None:
+            continue
+        seen.add(usage.response)
+        firsts.append((usage.response, position))
+        key = (scope, session, usage.model, bucket)
         total = totals.get(key)
         if total is None:
-            totals[key] = [1, *counts, *above]
+            totals[key] = [1, usage.input_tokens, usage.output_tokens,
+                           usage.cache_creation_input_tokens, usage.cache_read_input_tokens,
+                           *usage.above_tier]
         else:
             total[0] += 1
-            for at, n in enumerate((*counts, *above), start=1):
-                total[at] += n
+            total[1] += usage.input_tokens
+            total[2] += usage.output_tokens
+            total[3] += usage.cache_creation_input_tokens
+            total[4] += usage.cache_read_input_tokens
+            if usage.above_tier is not _NONE_ABOVE:
+                for at, n in enumerate(usage.above_tier, start=5):
+                    total[at] += n
     db.executemany(schema.COUNT_RESPONSE, firsts)
     db.executemany(schema.ADD_USAGE, [
-        (*key, *total[:5], _above_text(total[5:]))
-        for key, total in totals.items()])
+        (*key, *total[:5], _above_text(total[5:])) for key, total in totals.items()])
 
 
-def _parts(usage: Any) -> tuple[str, str, list[int], list[int]] | None:
-    """(response, model, the four counts, the four above the tier) of one row's
-    usage; None when it holds no countable response (not written by
-    hostcore.evidence.usage_fields: a source of its own shape)."""
-    if type(usage) is not dict:
+def _checked(found: list[Any]) -> list[_Usage | None]:
+    """Each of ``found`` as a :class:`_Usage`, or None when it is not one: the whole
+    list in one call, and one by one only when some of it does not fit."""
+    try:
+        return list(msgspec.convert(found, list[_Usage]))
+    except msgspec.ValidationError:
+        return [_one(usage) for usage in found]
+
+
+def _one(usage: Any) -> _Usage | None:
+    try:
+        return msgspec.convert(usage, _Usage)
+    except msgspec.ValidationError:
         return None
-    response, model = usage.get("response"), usage.get("model")
-    counts: list[Any] = [usage.get(kind) for kind in _KINDS]
-    above = usage.get("above_tier", [0, 0, 0, 0])
-    if not (type(response) is str and type(model) is str and all(type(n) is int for n in counts)
-            and type(above) is list and len(above) == 4
-            and all(type(n) is int for n in above)):
-        return None
-    return response, model, counts, above
 
 
 def _above_text(above: list[int]) -> str:
-    return _NONE_ABOVE if not any(above) else _encoder.encode(above).decode()
+    return _encoder.encode(above).decode() if any(above) else "[0,0,0,0]"

@@ -256,11 +256,11 @@ NAMESPACE_SCRIPT = textwrap.dedent('''
     store.close()
     results = {"seed policy": hostcore("--root", str(root), "policy", "local-only", "/w/a")}
     classes = (root / "policy" / "classes.tsv").read_bytes()
-    with open(full / "fill", "wb") as handle:
+    # Unbuffered: a buffered file would try its last block again on close, and fail.
+    with open(full / "fill", "wb", buffering=0) as handle:
         try:
             while True:
                 handle.write(b"\\0" * 65536)
-                handle.flush()
         except OSError:
             pass
     for name, args in [("policy full", ["policy", "full", "--force", "/w/b"]),

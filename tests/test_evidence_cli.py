@@ -142,7 +142,8 @@ def test_policy_commands_change_entries_opt_outs_and_the_fingerprint(tmp_path):
     assert hostcore(root, "policy", "local-only", str(secret)).returncode == 0
     only_entry = json.loads(hostcore(root, "policy", "show", "--json").stdout)["fingerprint"]
     assert only_entry != first["fingerprint"]
-    assert hostcore(root, "policy", "opt-out", "codex").returncode == 0
+    # No plugin is loaded here, so no source is known: --force records it anyway.
+    assert hostcore(root, "policy", "opt-out", "--force", "codex").returncode == 0
     changed = json.loads(hostcore(root, "policy", "show", "--json").stdout)
     assert changed["entries"] == [{"directory": str(secret), "class": "local-only"}]
     assert changed["opted_out"] == ["codex"]

@@ -127,7 +127,7 @@ def test_the_store_offers_no_public_way_to_read_rows():
     public = {name for name in vars(Store) if not name.startswith("_")}
     # ingest/record_failure write; stage works in memory on rows given to it;
     # source_health reads counts, replaced stats the file, directories reads the
-    # scopes table; never a row.
+    # scopes table, source_ids the source names in it; never a row.
     assert public == {"append", "ingest", "stage", "record_failure", "purge", "drop_partition",
                       "partitions", "source_cursor", "source_health", "head_position",
-                      "stats", "close", "replaced", "directories"}
+                      "stats", "close", "replaced", "directories", "source_ids"}

@@ -433,10 +433,11 @@ class Store:
         # One statement per chunk, in order, under the write lock: the rows took the
         # positions after head one by one. Most rows carry no usage, and cost only
         # this look.
+        inserted = rows if type(kept) is range else [rows[index] for index in kept]
         return [(head + 1 + at, params[at * ROW_PARAMS + 1], params[at * ROW_PARAMS + 2],
-                 params[at * ROW_PARAMS + 3], rows[index].payload["usage"])
-                for at, index in enumerate(kept)
-                if type(rows[index].payload) is dict and "usage" in rows[index].payload]
+                 params[at * ROW_PARAMS + 3], payload["usage"])
+                for at, row in enumerate(inserted)
+                if type(payload := row.payload) is dict and "usage" in payload]
 
     def _ids_hold(self, ids: dict[str | tuple[str, str], int]) -> bool:
         """Whether every id staged from the cache is the one cached now (the caller

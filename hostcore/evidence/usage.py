@@ -1,7 +1,8 @@
 """Usage reports: tokens and cost per day, session, project, model or machine.
 
-A report reads the store's ``usage`` aggregate (kept by triggers as rows come
-and go; see :mod:`hostcore.evidence.schema`), never the rows: its work grows with
+A report reads the store's ``usage`` aggregate (added to by the append that
+stores the rows, taken from by a trigger as rows go; see
+:mod:`hostcore.evidence.usage_totals`), never the rows: its work grows with
 the sessions, models and quarter-hours seen, not with the rows stored. Cost is
 worked out at read time from a :class:`~hostcore.evidence.prices.PriceTable`, so
 a changed price applies to every day already stored. ``exportable`` keeps only

@@ -105,9 +105,17 @@ def component_lines(report: Mapping[str, Any], width: int, paint: Paint = plain
     label = max((len(f"{k} {n}") for k, _, n, _ in rows), default=10)
     state_width = len("unavailable")
     indent = label + 2 + state_width + 2
+    # A source's own entry says whether it can run; whether its last reads failed is
+    # kept by the ingest worker, per source (failures in a row, 0 once one succeeds).
+    health = components.get("worker", {}).get("ingest", {}).get("sources", {})
     unavailable = 0
     for shown_kind, kind, name, entry in rows:
         state = component_state(entry)
+        failing = health.get(name, {}) if kind == "source" else {}
+        if state == "ok" and failing.get("failures"):
+            state = "failed"
+            entry = {**entry, "reason": f"{failing.get('last_error') or 'failed'} "
+                                        f"({failing['failures']} in a row)"}
         unavailable += state == "unavailable"
         detail = counts_text(entry) if state == "ok" else str(
             entry.get("error") or entry.get("reason") or "-")

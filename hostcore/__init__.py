@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.2.5"
+__version__ = "0.2.6"
 
 # The generation of the hook API (hostcore.plugin.hookspecs). Hooks only ever gain
 # arguments and new hooks are only ever added, so one counter is enough: it goes up

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import datetime as dt
 import shutil
+from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import click
 
 from hostcore.evidence.prices import UsageSettings, load_prices
 from hostcore.evidence.usage import BY, Entry, Report, Tokens, read_report
+from hostcore.evidence.usage_html import render
+from hostcore.files import atomic_write
 from hostcore.host import Host
 from hostcore.plugin.cli import emit_json, json_option, pass_host
 
@@ -26,6 +29,8 @@ _HEADERS = ("Input", "Output", "Cache create", "Cache read", "Cost (USD)")
 # When even that does not fit: short headings and numbers (1.2M), a narrower key.
 _SHORT_HEADERS = ("In", "Out", "CWrite", "CRead", "USD")
 _SHORT_MIN_KEY_WIDTH = 8
+# The cuts the --html page shows, whatever --by says (its own cut is added when other).
+_PAGE_CUTS = ("day", "project", "session")
 
 
 def _date(ctx: click.Context, param: click.Parameter, value: str | None) -> dt.date | None:
@@ -61,11 +66,14 @@ def _zone(ctx: click.Context, param: click.Parameter, value: str | None) -> Zone
               help="The zone days are cut in (default: the local zone, TZ honoured).")
 @click.option("--exportable", is_flag=True,
               help="Only usage the withholding policy lets leave this machine.")
+@click.option("--html", "page", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write one self-contained page (inline SVG charts per day, "
+                   "project and session; no script) to this file.")
 @json_option
 @pass_host(read_only=True)
 def usage_command(host: Host, by: str, since: dt.date | None, until: dt.date | None,
                   source_id: str | None, zone: ZoneInfo | None, exportable: bool,
-                  as_json: bool) -> None:
+                  page: Path | None, as_json: bool) -> None:
     """Show tokens and cost of agents' sessions per day, session, project, model or
     machine, from the evidence store (counts only: no prompt, no answer).
 
@@ -77,13 +85,37 @@ def usage_command(host: Host, by: str, since: dt.date | None, until: dt.date | N
     models.<model>.{the same five}}, totals.{the same five}.
     """
     settings = host.plugin_config("usage", UsageSettings)
-    report = read_report(host.store.path, load_prices(settings.prices), by=by, zone=zone,
-                         since=since, until=until, source=source_id,
-                         withheld=host.policy.withheld if exportable else None)
+    prices = load_prices(settings.prices)
+
+    def cut(by: str) -> Report:
+        return read_report(host.store.path, prices, by=by, zone=zone, since=since,
+                           until=until, source=source_id,
+                           withheld=host.policy.withheld if exportable else None)
+
+    report = cut(by)
+    if page is not None:
+        cuts = [report if name == by else cut(name) for name in _PAGE_CUTS]
+        if by not in _PAGE_CUTS:
+            cuts.append(report)
+        # World-readable like any page a user saves: it holds counts, never content.
+        atomic_write(page, render(cuts, filters=_filters(since, until, source_id, zone,
+                                                         exportable),
+                                  prices_as_of=prices.as_of).encode(), 0o644)
     if as_json:
         emit_json(report)
         return
     _print(report)
+
+
+def _filters(since: dt.date | None, until: dt.date | None, source_id: str | None,
+             zone: ZoneInfo | None, exportable: bool) -> str:
+    """What the page's reports are limited to, in words."""
+    said = [f"days from {since or 'the first'} to {until or 'the last'}",
+            f"cut in {zone.key if zone is not None else 'the local zone'}",
+            f"source {source_id}" if source_id else "every source"]
+    if exportable:
+        said.append("only what may leave this machine")
+    return ", ".join(said)
 
 
 def _print(report: Report) -> None:

@@ -283,7 +283,7 @@ def test_the_page_is_self_contained_and_escapes_every_name(root, tmp_path, proje
     assert projects["-work-alpha"] not in text
     assert [name for name in os.listdir(tmp_path) if name.startswith(".usage.html")] == [], \
         "the atomic write left no temp file"
-    assert page.stat().st_mode & 0o777 == 0o644
+    assert page.stat().st_mode & 0o777 == 0o600, "private, as the store: it names projects"
 
 
 def test_the_page_replaces_an_older_one_whole(root, tmp_path):
@@ -294,6 +294,15 @@ def test_the_page_replaces_an_older_one_whole(root, tmp_path):
     assert "an older page" not in text and text.rstrip().endswith("</html>")
     tables = _figures(text)
     assert tables["day"]["entries"] == [] and tables["day"]["totals"]["input_tokens"] == 0
+
+
+def test_a_page_that_cannot_be_written_is_one_line_and_exit_2(root, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    done = _hostcore(root, "usage", "--html", str(blocker / "usage.html"))
+    assert done.returncode == 2
+    assert done.stderr.startswith("hostcore: could not write the page ")
+    assert len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr
 
 
 def test_a_control_character_in_a_name_is_shown_replaced_never_written_raw():

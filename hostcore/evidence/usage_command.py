@@ -20,6 +20,7 @@ from hostcore.evidence.usage_html import render
 from hostcore.files import atomic_write
 from hostcore.host import Host
 from hostcore.plugin.cli import emit_json, json_option, pass_host
+from hostcore.plugin.terminal import refuse
 
 __all__ = ["usage_command"]
 
@@ -97,10 +98,14 @@ def usage_command(host: Host, by: str, since: dt.date | None, until: dt.date | N
         cuts = [report if name == by else cut(name) for name in _PAGE_CUTS]
         if by not in _PAGE_CUTS:
             cuts.append(report)
-        # World-readable like any page a user saves: it holds counts, never content.
-        atomic_write(page, render(cuts, filters=_filters(since, until, source_id, zone,
-                                                         exportable),
-                                  prices_as_of=prices.as_of).encode(), 0o644)
+        text = render(cuts, filters=_filters(since, until, source_id, zone, exportable),
+                      prices_as_of=prices.as_of)
+        try:
+            # Private (0600) like the store: the page names projects and sessions.
+            atomic_write(page, text.encode())
+        except OSError as exc:
+            refuse(f"could not write the page {page} ({exc.strerror or exc})",
+                   "give --html a file in a folder this user may write to")
     if as_json:
         emit_json(report)
         return

@@ -626,7 +626,8 @@ class Exporter:
             if standing is None:
                 raise
             raise HostcoreError(f"{exc}; export back-off: {standing.render()}") from exc
-        report.backoff = None if standing is None else standing.render()
+        if standing is not None:
+            report.backoff, report.next_attempt_at = standing.render(), standing.retry_at
         return report
 
     def _report(self, count_limit: int) -> ExportReport:
@@ -704,7 +705,8 @@ class ExportReport(msgspec.Struct, kw_only=True):
     since the last push; rows already forwarded stay); ``conflicts`` lists the
     components whose write is held back; ``ref_cache`` says why the ref cache
     cannot be kept, when it cannot; ``backoff`` the back-off standing after
-    failed runs, if one does.
+    failed runs, if one does, and ``next_attempt_at`` when it lets a run contact
+    the destination again.
     """
 
     destination: str
@@ -717,13 +719,20 @@ class ExportReport(msgspec.Struct, kw_only=True):
     conflicts: list[ComponentConflict] = msgspec.field(default_factory=list)
     ref_cache: str | None = None
     backoff: str | None = None
+    next_attempt_at: str | None = None
 
     def policy_moved(self) -> bool:
         return "context" in self.since_last_push.moved()
 
     def as_status(self) -> dict[str, Any]:
-        """Flat, readable values for ``hostcore status`` (enums and short hashes)."""
-        status = {
+        """Flat, readable values for ``hostcore status`` (enums and short hashes); a
+        standing back-off first, so the one line the screen gives a component says it."""
+        status: dict[str, Any] = {}
+        if self.next_attempt_at is not None:
+            status["next_attempt_at"] = self.next_attempt_at
+        if self.backoff is not None:
+            status["backoff"] = self.backoff
+        status |= {
             "destination": self.destination,
             "stream": self.stream,
             "position": self.position,
@@ -739,8 +748,6 @@ class ExportReport(msgspec.Struct, kw_only=True):
         }
         if self.ref_cache is not None:
             status["ref_cache"] = f"not kept: {self.ref_cache}"
-        if self.backoff is not None:
-            status["backoff"] = self.backoff
         return status
 
 

@@ -1,7 +1,9 @@
 """Built-in: the ``export`` worker, the ``hostcore export`` command and their events.
 
 The worker pushes at most :data:`RUN_ROWS` rows per tick to the
-selected destination and reports ``pending`` while the feed has more. Its
+selected destination and reports ``pending`` while the feed has more. A tick
+inside the back-off after a failed run contacts nothing and is not a failed
+step: it counts ``deferred: 1``. Its
 ``status()`` is the export's part of ``hostcore status``: the content axis as
 counts (the destination's position, permitted rows not yet pushed) and the
 governance axis as two rendered Divergences (see
@@ -76,9 +78,17 @@ class ExportWorker:
         return None
 
     def run(self, host: Host) -> WorkerResult:
-        from hostcore.export.exporter import Exporter  # the engine loads when it runs
+        # The engine loads when it runs.
+        from hostcore.export.exporter import ExportDeferred, Exporter
 
-        summary = Exporter(host, select_destination(host)).run(max_rows=self.run_rows)
+        try:
+            summary = Exporter(host, select_destination(host)).run(max_rows=self.run_rows)
+        except ExportDeferred:
+            # The host's own back-off, not a new failure: the attempt that failed already
+            # failed its tick (cron saw exit 1 then), and failing each tick of the wait
+            # would say nothing new. Not pending either: a tick at once would only wait
+            # again. `status` shows the standing back-off and its next attempt.
+            return WorkerResult(counts={"deferred": 1})
         # A conflict is not a failed step: content went out, and the conflict is in
         # status and announced once; failing every tick would say nothing new.
         return WorkerResult(pending=not summary.done,

@@ -22,9 +22,9 @@ __version__ = "0.2.6"
 # arguments and new hooks are only ever added, so one counter is enough: it goes up
 # by one with each release that adds a hook or an argument, and never goes down.
 # 1: hostcore 0.1. 2: hostcore 0.2, hostcore_published_ref gained `destination`.
-# 3: hostcore 0.2.5, hostcore_agent_event.
+# 3: hostcore 0.2.5, hostcore_agent_event. 4: hostcore 0.2.6, hostcore_governance_inputs.
 # docs/releasing.md says how it moves; tests/test_packaging_hook_api.py keeps it honest.
-HOOK_API_VERSION = 3
+HOOK_API_VERSION = 4
 
 # name -> module that defines it; resolved on first attribute access (PEP 562).
 _LAZY = {

@@ -28,11 +28,12 @@ HOSTCORE = Path(__file__).resolve().parents[1] / "hostcore"
 FOUNDATION = frozenset({"hostcore.errors", "hostcore.timestamps", "hostcore.config",
                         "hostcore.files", "hostcore.records", "hostcore.telemetry"})
 # Each keeps its engine, its built-in plugin.py and its commands.py together.
-DOMAINS = ("evidence", "export", "workitems", "scaffold", "agents")
+DOMAINS = ("evidence", "export", "workitems", "scaffold", "agents", "governance")
 # What reaches a destination's hash definitions: the one cross-domain module-level import.
 EXPORT_REF = "hostcore.export.ref"
 # Package __init__s whose names resolve on first use: they import nothing at module level.
-LAZY_INITS = ("hostcore", "hostcore.plugin", "hostcore.export", "hostcore.cli")
+LAZY_INITS = ("hostcore", "hostcore.plugin", "hostcore.export", "hostcore.cli",
+              "hostcore.governance")
 
 
 def module_name(path: Path) -> str:

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING
 from hostcore.plugin.markers import hookspec
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
+    from pathlib import Path
 
     import click
 
@@ -305,4 +306,36 @@ def hostcore_agent_event(event: AgentEvent, host: Host) -> None:
                 ingest_now(host, event.transcript_path, event.budget_seconds)
 
     .. versionadded:: 0.2.5
+    """
+
+
+@hookspec
+def hostcore_governance_inputs(target_dir: Path, repo_root: Path, host: Host
+                               ) -> Mapping[str, Mapping[str, str] | None] | None:
+    """Contribute governing inputs at one folder of a repository, for the staleness gate.
+
+    ``hostcore stamp``, ``check`` and ``approve`` ask every implementation once per
+    folder holding a target (``target_dir``, absolute, inside ``repo_root``, the
+    folder holding ``.git``). Return ``None``, or a mapping of governance components
+    (``context``, ``terms``, ``decisions``) to the members you vouch for there:
+    ``{member name: digest}`` of text, no NUL or newline, each digest at most 256
+    characters. Map a component to ``None`` when its input cannot be read now (the
+    component is then unknown, never current). The gate folds each component's
+    members with ``hostcore.export.ref.fold`` (a third party's member names prefixed
+    with its plugin's name) and compares through ``hostcore.export.ref.compare``, so
+    a member that changes moves its component and every target stamped under it goes
+    stale. ``decisions`` members are keyed by work-item ref: a target counts only its
+    own item's. Be quick and read only what the folder's governance depends on: a
+    check of 10,000 files calls it once per folder. One that raises or returns
+    something else fails its plugin; the gate still answers, and the components it
+    had vouched for are unknown.
+
+    Example::
+
+        @hookimpl
+        def hostcore_governance_inputs(target_dir, repo_root, host):
+            style = repo_root / "STYLE.md"
+            return {"terms": {"style": digest_of(style)}}
+
+    .. versionadded:: 0.2.6
     """

@@ -66,6 +66,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "hostcore.workitems.plugin",
     "hostcore.scaffold.plugin",
     "hostcore.agents.plugin",
+    "hostcore.governance.plugin",
 )
 
 _HOOK_NAMES = frozenset(n for n in dir(hookspecs) if n.startswith("hostcore_"))

@@ -1,0 +1,225 @@
+"""The staleness gate: stamp a target, approve it, check it against governance now.
+
+A target's *basis* is what vouches for it: its approval when that is newer than
+its stamp, else its stamp. :func:`check_targets` compares the basis with the
+governance in force at the target's governance point through
+:func:`hostcore.export.ref.compare`, so the gate and every other surface agree on
+what moved. A component that cannot be read, now or when the basis was taken, or
+that a plugin which raised had vouched for, is never current: it is listed as
+moved, and the target is ``stale``. A stamped target deleted since is ``stale``
+with ``target`` moved: nothing is left that the basis vouches for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from hostcore.errors import HostcoreError
+from hostcore.export.ref import GOVERNANCE, Ref, compare
+from hostcore.governance.inputs import Folder, Governance, Resolver, repository_root
+from hostcore.governance.stamps import APPROVED, REJECTED, STAMP, VERDICT, Basis, Entry, New, Stamps
+from hostcore.timestamps import format_utc, utc_now
+
+if TYPE_CHECKING:
+    from hostcore.host import Host
+
+CURRENT = "current"
+STALE = "stale"
+UNSTAMPED = "unstamped"
+# What `moved` names for a stamped target that no longer exists.
+TARGET = "target"
+
+
+class TargetStatus(msgspec.Struct, frozen=True):
+    """One target's verdict at the gate: ``status`` is ``current``, ``stale`` or
+    ``unstamped``; ``moved`` names the components the basis no longer matches
+    (``context``, ``terms``, ``decisions``, or ``target`` when it was deleted)."""
+
+    path: str
+    status: str
+    moved: tuple[str, ...] = ()
+
+
+class BadTarget(HostcoreError):
+    """A path the gate cannot govern: not a regular file, or in no repository.
+    Nothing was recorded; the message names every such path."""
+
+
+class Checked(msgspec.Struct, frozen=True, kw_only=True):
+    """The statuses of a check and the plugins whose inputs failed during it."""
+
+    targets: list[TargetStatus]
+    failed_plugins: dict[str, str]
+
+
+def stamp_targets(host: Host, paths: Sequence[Path], *, session: str | None = None,
+                  item: str | None = None) -> list[TargetStatus]:
+    """Record, for each of ``paths`` (existing regular files), the governance in force
+    at its governance point as its producer's basis, replacing an earlier stamp.
+
+    Returns each target's status under that stamp: ``current``, or ``stale``
+    naming the components that cannot be read now. Raises :class:`BadTarget`
+    naming every path that is no regular file or lies in no repository (then
+    nothing is recorded).
+    """
+    targets = _files(paths)
+    resolver = Resolver(host)
+    new = [New(path=str(path), repo=str(repo), governance=resolver.at(path.parent, repo)
+               .for_item(item), session=session, item=item) for path, repo in targets]
+    with _store(host) as store:
+        store.record(STAMP, new, format_utc(utc_now()))
+    return [_status(n.path, n.governance, n.governance, resolver.failed_plugins) for n in new]
+
+
+def approve_targets(host: Host, paths: Sequence[Path], *, reject: bool = False
+                    ) -> list[TargetStatus]:
+    """Record a verdict on each of ``paths`` under the governance in force now.
+
+    An approval vouches for the target as it is under that governance, so it
+    clears the gate without being rewritten; a rejection (``reject``) vouches for
+    nothing, so the producer's stamp stands. Returns each target's status after.
+    """
+    targets = _files(paths)
+    resolver = Resolver(host)
+    with _store(host) as store:
+        known = store.entries(str(path) for path, _ in targets)
+        items = {p: e.stamp.item for p, e in known.items() if e.stamp is not None}
+        new = [New(path=str(path), repo=str(repo),
+                   governance=resolver.at(path.parent, repo).for_item(items.get(str(path))),
+                   item=items.get(str(path)), verdict=REJECTED if reject else APPROVED)
+               for path, repo in targets]
+        store.record(VERDICT, new, format_utc(utc_now()))
+        entries = store.entries(n.path for n in new)
+    return _judge([entries.get(n.path) or Entry(path=n.path) for n in new], resolver)
+
+
+def check_targets(host: Host, paths: Sequence[Path] | None = None, *,
+                  session: str | None = None, repo: Path | None = None
+                  ) -> list[TargetStatus]:
+    """Each target's status against the governance in force now.
+
+    ``paths``: those targets (one never stamped is ``unstamped``); else every
+    stamped target of ``repo`` (default: the repository of the working folder),
+    or, with ``session`` and no ``repo``, every target that session stamped. With
+    ``session``, only targets whose latest stamp that session made are checked.
+    """
+    return check(host, paths, session=session, repo=repo).targets
+
+
+def check(host: Host, paths: Sequence[Path] | None = None, *, session: str | None = None,
+          repo: Path | None = None) -> Checked:
+    """:func:`check_targets`, with the plugins whose inputs failed (for the CLI to name)."""
+    resolver = Resolver(host)
+    with _store(host, read_only=True) as store:
+        if paths is not None:
+            wanted = [str(path) for path, _ in _located(paths)]
+            found = store.entries(wanted)
+            entries = [found.get(p) or Entry(path=p) for p in dict.fromkeys(wanted)]
+        elif session is not None and repo is None:
+            entries = list(store.stamped_by(session).values())
+        else:
+            where = repository_root(_absolute(repo if repo is not None else Path.cwd()))
+            entries = list(store.in_repository(str(where)).values())
+    if session is not None:
+        entries = [e for e in entries if e.stamp is not None and e.stamp.session == session]
+    return Checked(targets=_judge(entries, resolver),
+                   failed_plugins=dict(resolver.failed_plugins))
+
+
+def forget_targets(host: Host, paths: Sequence[Path]) -> int:
+    """Drop the stamps and verdicts of ``paths`` (deleted targets too); how many had any."""
+    with _store(host) as store:
+        return store.forget(str(_absolute(path)) for path in paths)
+
+
+def _judge(entries: Iterable[Entry], resolver: Resolver) -> list[TargetStatus]:
+    # Every folder is resolved before any target is judged, so a plugin that fails
+    # at the last folder leaves unknown what it vouched for at the first one too.
+    judged: list[tuple[str, Basis | None, Folder | None]] = []
+    for entry in entries:
+        basis = entry.basis()
+        path = Path(entry.path)
+        if basis is None or not os.path.lexists(path):
+            judged.append((entry.path, basis, None))
+            continue
+        judged.append((entry.path, basis, resolver.at(path.parent, Path(basis.repo))))
+    statuses = []
+    for path_text, basis, folder in judged:
+        if basis is None:
+            statuses.append(TargetStatus(path_text, UNSTAMPED))
+        elif folder is None:
+            statuses.append(TargetStatus(path_text, STALE, (TARGET,)))
+        else:
+            statuses.append(_status(path_text, basis.governance, folder.for_item(basis.item),
+                                    resolver.failed_plugins))
+    return statuses
+
+
+def _status(path: str, basis: Governance, now: Governance, failed: Iterable[str]
+            ) -> TargetStatus:
+    moved = set(compare(_ref(basis), _ref(now)).moved())
+    moved.update(basis.unknown, now.unknown)
+    for plugin in failed:
+        vouched = [c for c, who in basis.contributors.items() if plugin in who]
+        # A plugin that raised and had vouched for nothing here may have been about
+        # to vouch for anything: no component can be called current.
+        moved.update(vouched or GOVERNANCE)
+    ordered = tuple(c for c in GOVERNANCE if c in moved)
+    return TargetStatus(path, STALE if ordered else CURRENT, ordered)
+
+
+def _ref(governance: Governance) -> Ref:
+    ids = governance.identities
+    return Ref(context=ids.get("context", ""), terms=ids.get("terms", ""),
+               decisions=ids.get("decisions", ""))
+
+
+def _absolute(path: Path) -> Path:
+    """``path`` absolute, its folders resolved: two spellings of one file meet at one
+    stamp, and a deleted target still has a name to be found by."""
+    path = Path(os.path.abspath(path))
+    return path.parent.resolve() / path.name
+
+
+def _located(paths: Sequence[Path]) -> list[tuple[Path, Path]]:
+    """Each path made absolute with its repository's root; :class:`BadTarget` naming
+    every path in no repository."""
+    located, bad = [], []
+    for given in paths:
+        path = _absolute(given)
+        try:
+            located.append((path, repository_root(path.parent, named=given)))
+        except HostcoreError as exc:
+            bad.append(str(exc))
+    if bad:
+        raise BadTarget("; ".join(bad))
+    return located
+
+
+def _files(paths: Sequence[Path]) -> list[tuple[Path, Path]]:
+    """:func:`_located`, each also an existing regular file."""
+    located = _located(paths)
+    bad = [f"{path}: {why}" for path, _ in located if (why := _not_a_file(path))]
+    if bad:
+        raise BadTarget("; ".join(bad))
+    return located
+
+
+def _not_a_file(path: Path) -> str | None:
+    try:
+        if path.is_file():
+            return None
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    return "no such file" if not os.path.lexists(path) else "not a regular file"
+
+
+def _store(host: Host, *, read_only: bool = False) -> contextlib.closing[Stamps]:
+    """The root's stamp store for one call, closed after it."""
+    return contextlib.closing(Stamps(host.root, read_only=read_only or host.read_only))

@@ -1,0 +1,226 @@
+"""The governing inputs of a file, resolved at its governance point.
+
+A target's governance point is the chain of folders from its repository's root
+(the nearest ancestor holding ``.git``) down to the folder holding it. Every
+plugin's ``hostcore_governance_inputs`` is asked once per folder for the members
+it vouches for, by component; the members of one component are folded into its
+identity with :func:`hostcore.export.ref.fold`, so an override in a folder between
+the target and the root moves the target, and a file in a sibling folder never does.
+
+A component a plugin cannot read now (an instruction file that is a FIFO, a
+folder, a dangling symlink, or refuses to be read) is ``None``: *unknown*, which
+the gate never counts as current.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from hostcore.errors import HostcoreError
+from hostcore.export.ref import GOVERNANCE, IDENTITY_MAX_CHARS, fold
+from hostcore.plugin.calls import callers, failed, guarded
+
+if TYPE_CHECKING:
+    from hostcore.host import Host
+
+HOOK = "hostcore_governance_inputs"
+# The built-in plugin's name: its members are keyed as it gives them; every other
+# plugin's are prefixed with its name, so two plugins never collide on a member.
+BUILTIN = "hostcore.governance.plugin"
+# What a repository's root holds: a folder for a clone, a file for a worktree.
+REPO_MARKER = ".git"
+
+# component -> members ({name: digest}), or None when the component cannot be read now.
+Members = dict[str, str]
+Contribution = Mapping[str, Mapping[str, str] | None]
+
+
+class OutsideRepository(HostcoreError):
+    """A path lies in no git repository (no ancestor holds ``.git``)."""
+
+
+class Governance(msgspec.Struct, frozen=True, kw_only=True):
+    """The governance in force at one folder: each component's identity ("" when
+    nothing vouches for it), the components that cannot be read now, and which
+    plugins contributed to which component (so a plugin failing later is known to
+    leave exactly those unknown)."""
+
+    identities: dict[str, str]
+    unknown: tuple[str, ...] = ()
+    contributors: dict[str, tuple[str, ...]] = msgspec.field(default_factory=dict)
+
+
+def repository_root(folder: Path, *, named: Path | None = None) -> Path:
+    """The nearest folder at or above ``folder`` holding ``.git``.
+
+    Raises :class:`OutsideRepository` naming ``named`` (default ``folder``), the
+    path the person gave, when there is none.
+    """
+    for candidate in (folder, *folder.parents):
+        if os.path.lexists(candidate / REPO_MARKER):
+            return candidate
+    raise OutsideRepository(f"{named or folder} is in no git repository (no folder above "
+                            f"it holds {REPO_MARKER}); the gate governs files of a repository")
+
+
+def folders_down(repo_root: Path, target_dir: Path) -> Iterator[Path]:
+    """``repo_root``, then each folder below it down to ``target_dir``."""
+    yield repo_root
+    folder = repo_root
+    for part in target_dir.relative_to(repo_root).parts:
+        folder = folder / part
+        yield folder
+
+
+def file_digest(path: Path) -> str | None:
+    """SHA-256 hex of the regular file at ``path``; ``""`` when nothing is there;
+    ``None`` when something is there that cannot be read as a file (a folder, a FIFO,
+    a dangling symlink, a permission refused)."""
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        # A symlink pointing nowhere is there, and says nothing: unknown, not absent.
+        return None if os.path.islink(path) else ""
+    except OSError:
+        return None
+    if not stat.S_ISREG(found.st_mode):
+        return None  # never opened: a FIFO would block the gate
+    import hashlib  # here, not at the top: it loads OpenSSL (a cold start's 2-3 ms)
+
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.file_digest(handle, "sha256").hexdigest()
+    except OSError:
+        return None
+
+
+class Resolver:
+    """Resolves governance at folders for one command, once per folder.
+
+    Plugins that raise are recorded failed (:mod:`hostcore.plugin.calls`) and
+    named in :attr:`failed_plugins`; what they vouched for is unknown from then on.
+    """
+
+    def __init__(self, host: Host) -> None:
+        self._host = host
+        self._cache: dict[Path, Folder] = {}
+        self.failed_plugins: dict[str, str] = {}  # name -> why, for the command to say
+
+    def at(self, target_dir: Path, repo_root: Path) -> Folder:
+        """The governance in force at ``target_dir`` of the repository at ``repo_root``."""
+        found = self._cache.get(target_dir)
+        if found is None:
+            found = self._cache[target_dir] = self._resolve(target_dir, repo_root)
+        return found
+
+    def _resolve(self, target_dir: Path, repo_root: Path) -> Folder:
+        plugins = self._host.plugins
+        members: dict[str, Members] = {}
+        decisions: dict[str, dict[str, str]] = {}
+        unknown: set[str] = set()
+        contributors: dict[str, set[str]] = {}
+        for name, call in list(callers(plugins, HOOK, order="registration")):
+            ok, result = guarded(plugins, name, HOOK, call, target_dir=target_dir,
+                                 repo_root=repo_root, host=self._host)
+            if not ok:
+                self.failed_plugins[name] = _why(plugins.infos.get(name))
+                continue
+            try:
+                # pluggy answers a hook that is not firstresult with a list, here of
+                # this plugin's one implementation's result (none when it returned None).
+                contribution = _merged([_checked(one) for one in result])
+            except ValueError as exc:
+                failed(plugins, name, HOOK, exc)
+                self.failed_plugins[name] = str(exc)
+                continue
+            for component, given in contribution.items():
+                contributors.setdefault(component, set()).add(name)
+                if given is None:
+                    unknown.add(component)
+                elif component == "decisions":
+                    for ref, digest in given.items():
+                        decisions.setdefault(ref, {})[name] = digest
+                else:
+                    into = members.setdefault(component, {})
+                    for member, digest in given.items():
+                        into[member if name == BUILTIN else f"{name}:{member}"] = digest
+        # A component someone contributed to is a claim, even with no member (an
+        # empty fold): a CLAUDE.md added later then moves it.
+        identities = {c: fold(members.get(c, {})) if c in contributors and c not in unknown
+                      else "" for c in GOVERNANCE if c != "decisions"}
+        return Folder(identities=identities, decisions=decisions,
+                      unknown=tuple(c for c in GOVERNANCE if c in unknown),
+                      contributors={c: tuple(sorted(contributors[c]))
+                                    for c in GOVERNANCE if c in contributors})
+
+
+class Folder(msgspec.Struct, frozen=True, kw_only=True):
+    """The governance in force at one folder, before it is narrowed to a target's work
+    item: ``decisions`` maps each work-item ref to the digest each plugin gave it."""
+
+    identities: dict[str, str]
+    decisions: dict[str, dict[str, str]]
+    unknown: tuple[str, ...]
+    contributors: dict[str, tuple[str, ...]]
+
+    def for_item(self, item: str | None) -> Governance:
+        """This governance for a target written for work item ``item``: its decisions
+        are that item's alone ("" when the item is unknown: no claim either way)."""
+        identities = dict(self.identities)
+        if item is None or "decisions" in self.unknown or "decisions" not in self.contributors:
+            identities["decisions"] = ""
+        else:
+            given = self.decisions.get(item, {})
+            identities["decisions"] = fold({item if plugin == BUILTIN else f"{plugin}:{item}":
+                                            digest for plugin, digest in given.items()})
+        return Governance(identities=identities, unknown=self.unknown,
+                          contributors=self.contributors)
+
+
+def _why(info: Any) -> str:
+    return str(getattr(info, "error", "") or "raised")
+
+
+def _merged(contributions: list[Contribution]) -> Contribution:
+    if len(contributions) == 1:
+        return contributions[0]
+    merged: dict[str, dict[str, str] | None] = {}
+    for contribution in contributions:
+        for component, given in contribution.items():
+            before = merged.get(component, {})
+            merged[component] = None if given is None or before is None \
+                else {**before, **given}
+    return merged
+
+
+def _checked(result: object) -> Contribution:
+    """``result`` of one implementation, checked: ``None`` or a mapping of governance
+    components to ``None`` or to ``{member: digest}`` of text; ``ValueError`` else."""
+    if result is None:
+        return {}
+    if not isinstance(result, Mapping):
+        raise ValueError(f"{HOOK} returned {type(result).__name__}, not a mapping of "
+                         "components to members")
+    for component, given in result.items():
+        if component not in GOVERNANCE:
+            raise ValueError(f"{HOOK} returned component {str(component)[:80]!r}; the "
+                             f"components are {', '.join(GOVERNANCE)}")
+        if given is None:
+            continue
+        if not isinstance(given, Mapping):
+            raise ValueError(f"{HOOK}: {component} is {type(given).__name__}, not a mapping "
+                             "of members to digests")
+        for member, digest in given.items():
+            if not isinstance(member, str) or not isinstance(digest, str):
+                raise ValueError(f"{HOOK}: {component} members and digests must be text")
+            if len(digest) > IDENTITY_MAX_CHARS or any(c in member + digest for c in "\0\n"):
+                raise ValueError(f"{HOOK}: {component} member {member[:80]!r}: a digest of "
+                                 f"at most {IDENTITY_MAX_CHARS} characters, and no NUL or "
+                                 "newline in either")
+    return result

@@ -1,0 +1,184 @@
+"""Stamps and verdicts, kept under the root: ``<root>/governance/stamps.sqlite3``.
+
+A *stamp* is the producer's basis: the governance in force at a target's
+governance point when it was written (and the session and work item, when
+known). A *verdict* is a reviewer's: ``approved`` vouches for the target under the
+governance in force when it was given; ``rejected`` vouches for nothing. Each
+target keeps its latest stamp and its latest verdict; a counter orders them, so
+which came last never depends on two clocks agreeing.
+
+Only the gate reads or writes these tables. Paths are kept (the gate must find
+its targets again) but never leave this file: logs and telemetry carry counts.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+import msgspec
+
+from hostcore.files import ensure_dir
+from hostcore.governance.inputs import Governance
+
+FILE = Path("governance") / "stamps.sqlite3"
+# How long a writer waits for another process's transaction (seconds): stamps come
+# from agent hooks, many at once.
+BUSY_SECONDS = 10.0
+STAMP = "stamp"
+VERDICT = "verdict"
+APPROVED = "approved"
+REJECTED = "rejected"
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS bases (path TEXT NOT NULL, kind TEXT NOT NULL, "
+    "repo TEXT NOT NULL, seq INTEGER NOT NULL, at TEXT NOT NULL, session TEXT, item TEXT, "
+    "verdict TEXT, governance BLOB NOT NULL, PRIMARY KEY (path, kind))",
+    "CREATE INDEX IF NOT EXISTS bases_repo ON bases (repo)",
+    "CREATE INDEX IF NOT EXISTS bases_seq ON bases (seq)",
+)
+_COLUMNS = "path, kind, repo, seq, at, session, item, verdict, governance"
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder(Governance).decode
+
+
+class Basis(msgspec.Struct, frozen=True, kw_only=True):
+    """One stamp or verdict of one target."""
+
+    path: str
+    kind: str  # STAMP or VERDICT
+    repo: str
+    seq: int
+    at: str
+    governance: Governance
+    session: str | None = None
+    item: str | None = None
+    verdict: str | None = None  # APPROVED or REJECTED, on a verdict
+
+
+class Entry(msgspec.Struct, frozen=True, kw_only=True):
+    """What is kept for one target: its latest stamp and latest verdict."""
+
+    path: str
+    stamp: Basis | None = None
+    verdict: Basis | None = None
+
+    def basis(self) -> Basis | None:
+        """What the target is judged by: an approval newer than the stamp, else the
+        stamp (a rejection vouches for nothing); ``None`` when neither vouches."""
+        if (self.verdict is not None and self.verdict.verdict == APPROVED
+                and (self.stamp is None or self.verdict.seq > self.stamp.seq)):
+            return self.verdict
+        return self.stamp
+
+
+class New(msgspec.Struct, frozen=True, kw_only=True):
+    """A stamp or verdict to record (the counter and time are the store's)."""
+
+    path: str
+    repo: str
+    governance: Governance
+    session: str | None = None
+    item: str | None = None
+    verdict: str | None = None
+
+
+class Stamps:
+    """The stamp store of one root. Opened per command; ``read_only`` creates nothing."""
+
+    def __init__(self, root: Path, *, read_only: bool = False) -> None:
+        self.path = root / FILE
+        self._read_only = read_only
+        self._db: sqlite3.Connection | None = None
+
+    def _connect(self) -> sqlite3.Connection | None:
+        if self._db is not None:
+            return self._db
+        if self._read_only:
+            if not self.path.exists():
+                return None  # nothing stamped yet
+            db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True,
+                                 timeout=BUSY_SECONDS, isolation_level=None)
+        else:
+            ensure_dir(self.path.parent)
+            db = sqlite3.connect(self.path, timeout=BUSY_SECONDS, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            for statement in _SCHEMA:
+                db.execute(statement)
+        self._db = db
+        return db
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def record(self, kind: str, new: Sequence[New], at: str) -> None:
+        """Record ``new`` as stamps or verdicts (``kind``), each replacing the target's
+        last of that kind, in one transaction."""
+        db = self._connect()
+        assert db is not None, "a read-only stamp store records nothing"
+        with db:
+            db.execute("BEGIN IMMEDIATE")
+            (seq,) = db.execute("SELECT COALESCE(MAX(seq), 0) FROM bases").fetchone()
+            db.executemany(
+                f"INSERT OR REPLACE INTO bases ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(n.path, kind, n.repo, seq + i, at, n.session, n.item, n.verdict,
+                  _encode(n.governance)) for i, n in enumerate(new, start=1)])
+
+    def forget(self, paths: Iterable[str]) -> int:
+        """Drop every stamp and verdict of ``paths``; how many targets had any."""
+        db = self._connect()
+        assert db is not None, "a read-only stamp store forgets nothing"
+        wanted = sorted(set(paths))
+        with db:
+            db.execute("BEGIN IMMEDIATE")
+            found = sum(db.execute("SELECT COUNT(DISTINCT path) FROM bases WHERE path = ?",
+                                   (p,)).fetchone()[0] for p in wanted)
+            db.executemany("DELETE FROM bases WHERE path = ?", [(p,) for p in wanted])
+        return int(found)
+
+    def entries(self, paths: Iterable[str]) -> dict[str, Entry]:
+        """The entry of each of ``paths`` that has a stamp or verdict."""
+        db = self._connect()
+        if db is None:
+            return {}
+        rows: list[tuple[object, ...]] = []
+        for path in set(paths):
+            rows.extend(db.execute(f"SELECT {_COLUMNS} FROM bases WHERE path = ?", (path,)))
+        return _entries(rows)
+
+    def in_repository(self, repo: str) -> dict[str, Entry]:
+        """Every entry of the repository rooted at ``repo``."""
+        db = self._connect()
+        if db is None:
+            return {}
+        return _entries(db.execute(f"SELECT {_COLUMNS} FROM bases WHERE repo = ?", (repo,)))
+
+    def stamped_by(self, session: str) -> dict[str, Entry]:
+        """Every entry whose latest stamp was made by ``session``."""
+        db = self._connect()
+        if db is None:
+            return {}
+        return _entries(db.execute(
+            f"SELECT {_COLUMNS} FROM bases WHERE path IN (SELECT path FROM bases "
+            "WHERE kind = ? AND session = ?)", (STAMP, session)))
+
+
+def _entries(rows: Iterable[Sequence[object]]) -> dict[str, Entry]:
+    stamps: dict[str, Basis] = {}
+    verdicts: dict[str, Basis] = {}
+    for basis in _bases(rows):
+        (stamps if basis.kind == STAMP else verdicts)[basis.path] = basis
+    return {path: Entry(path=path, stamp=stamps.get(path), verdict=verdicts.get(path))
+            for path in sorted(stamps.keys() | verdicts.keys())}
+
+
+def _bases(rows: Iterable[Sequence[object]]) -> Iterator[Basis]:
+    for path, kind, repo, seq, at, session, item, verdict, governance in rows:
+        yield Basis(path=str(path), kind=str(kind), repo=str(repo), seq=int(str(seq)),
+                    at=str(at), governance=_decode(governance),  # type: ignore[arg-type]
+                    session=None if session is None else str(session),
+                    item=None if item is None else str(item),
+                    verdict=None if verdict is None else str(verdict))

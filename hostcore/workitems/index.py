@@ -37,6 +37,7 @@ import msgspec
 from hostcore.errors import RecordError
 from hostcore.files import ensure_dir, open_state_file
 from hostcore.workitems.records import (
+    PollSection,
     PortableRecord,
     absent_since_of,
     decision_member,
@@ -46,10 +47,14 @@ from hostcore.workitems.records import (
 
 log = logging.getLogger("hostcore.workitems.index")
 
-INDEX_FORMAT = 5
+INDEX_FORMAT = 6
 BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
 
 T = TypeVar("T")
+
+# Between the labels of the index's ``labels`` column, and around them: a label is
+# found by its text between two of these, which no label name holds.
+LABEL_SEPARATOR = "\x1f"
 
 # The characters after which a ref's item part begins (``owner/repo#12``, ``task:inbox/7``).
 _SCOPE_SEPARATORS = "#/:"
@@ -89,7 +94,9 @@ CREATE TABLE entries (
     decision TEXT,
     scope TEXT NOT NULL,
     ended_at TEXT NOT NULL,
-    retry_at TEXT NOT NULL
+    retry_at TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    labels TEXT NOT NULL
 );
 CREATE INDEX entries_class ON entries (class, absent_since, ref);
 -- The distinct scopes of the unstamped records, found by skipping from one to the next.
@@ -382,11 +389,24 @@ def _put(db: sqlite3.Connection, slug: str, record: PortableRecord, size: int,
     poll = record.poll
     last = poll.last_polled_at if poll and isinstance(poll.last_polled_at, str) else ""
     db.execute(
-        "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (slug, record.ref, record.sections, record_class(record), absent_since_of(poll),
          poll.updated_at if poll else "", last, size, mtime_ns, decision_member(record),
          scope_key(record.ref), record.ended.at if record.ended else "",
-         retry_at_of(record)))
+         retry_at_of(record), poll.kind if poll else "", labels_column(poll)))
+
+
+def labels_column(poll: PollSection | None) -> str:
+    """The ``labels`` column of a record: each label between two separators, so
+    ``instr(labels, SEP + name + SEP)`` finds one; ``""`` for none (an old record)."""
+    if poll is None or not poll.labels:
+        return ""
+    return LABEL_SEPARATOR + LABEL_SEPARATOR.join(poll.labels) + LABEL_SEPARATOR
+
+
+def labels_of(column: str) -> list[str]:
+    """The labels a ``labels`` column holds (:func:`labels_column` undone)."""
+    return column[1:-1].split(LABEL_SEPARATOR) if column else []
 
 
 def scope_key(ref: str) -> str:

@@ -508,7 +508,8 @@ class Poller:
         else:
             seen.extend(new_comments)
         return msgspec.structs.replace(base, last_polled_at=now, updated_at=item.updated_at,
-                                       seen_comments=seen[-_SEEN_COMMENTS_CAP:])
+                                       seen_comments=seen[-_SEEN_COMMENTS_CAP:],
+                                       kind=item.kind, labels=list(item.labels))
 
     # -- moved scopes and items ----------------------------------------------------
 

@@ -54,7 +54,10 @@ class PollSection(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=Tr
     not told it had. ``announced_at`` is when the ``opened`` event was delivered,
     ``updated_at`` the provider's change marker of the last version delivered.
     ``backoff`` is set while the provider's answers about the item fail (see
-    :mod:`hostcore.workitems.backoff`).
+    :mod:`hostcore.workitems.backoff`). ``kind`` and ``labels`` are what the last
+    listing written said of the item (``issue`` or ``pull_request``; its labels):
+    a record written before they were kept has neither, read as an unknown kind
+    and no labels until the poller next writes it.
     Timestamps are kept as found: one that does not parse is read as "long ago".
     ``more`` holds fields this version does not know.
     """
@@ -67,6 +70,8 @@ class PollSection(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=Tr
     dispatch_failures: int = 0
     gave_up: GiveUp | None = None
     backoff: Backoff | None = None
+    kind: str = ""
+    labels: list[str] = []
     more: dict[str, Any] = {}
 
 

@@ -23,6 +23,7 @@ from hostcore.export.exporter import Exporter
 from hostcore.export.ref import Divergence
 from hostcore.files import read_report
 from hostcore.host import Host
+from hostcore.workitems.index import LABEL_SEPARATOR, labels_of
 from hostcore.workitems.poller import LAST_CYCLE_FILE, PollSummary
 from hostcore_mcp.schemas import (
     ComponentState,
@@ -32,6 +33,7 @@ from hostcore_mcp.schemas import (
     ListingAge,
     StatusAnswer,
     WorkItemEntry,
+    WorkItemKind,
     WorkItemsAnswer,
     WorkItemState,
 )
@@ -48,7 +50,12 @@ UNCLASSIFIED = "unclassified"
 # those by (scope, absent_since), so filter, order and page all ride one index.
 _OPEN = "class != 'ended'"
 _ENDED = "class = 'ended'"
-_ITEM_COLUMNS = "ref, scope, class, last_polled_at, updated_at"
+_ITEM_COLUMNS = "ref, scope, class, last_polled_at, updated_at, kind, labels"
+# The kinds a record can say it is; a record written before kinds were kept says none.
+_KINDS: dict[str, WorkItemKind] = {"issue": "issue", "pull_request": "pull_request"}
+# GitHub compares label names without case; SQLite's lower() folds ASCII only, on both
+# sides of the comparison alike, so the match is the same for any name.
+_LABELLED = "instr(lower(labels), lower(?)) > 0"
 
 
 def status(host: Host) -> StatusAnswer:
@@ -58,7 +65,8 @@ def status(host: Host) -> StatusAnswer:
                         last_tick=report["last_tick"], telemetry=report["telemetry"])
 
 
-def work_items(host: Host, *, repository: str | None, state: WorkItemState, limit: int,
+def work_items(host: Host, *, repository: str | None, state: WorkItemState,
+               kind: WorkItemKind | None = None, label: str | None = None, limit: int,
                offset: int) -> WorkItemsAnswer:
     """A page of the ledger's items matching the filters, from its index alone."""
     where = {"open": _OPEN, "ended": _ENDED, "any": "1"}[state]
@@ -69,6 +77,12 @@ def work_items(host: Host, *, repository: str | None, state: WorkItemState, limi
     if repository is not None:
         where += " AND scope = ?"
         args = (repository,)
+    if kind is not None:
+        where += " AND kind = ?"
+        args = (*args, "" if kind == "unknown" else kind)
+    if label is not None:
+        where += f" AND {_LABELLED}"
+        args = (*args, f"{LABEL_SEPARATOR}{label}{LABEL_SEPARATOR}")
     if state == "ended":
         order = "absent_since, ref"  # entries_class (class, absent_since, ref)
     # `where` and `order` are built from the fixed fragments above; values are bound.
@@ -87,12 +101,13 @@ def work_items(host: Host, *, repository: str | None, state: WorkItemState, limi
                            listing=last_listing(host))
 
 
-def _entry(ref: str, scope: str, class_: str, last_polled_at: str,
-           updated_at: str) -> WorkItemEntry:
+def _entry(ref: str, scope: str, class_: str, last_polled_at: str, updated_at: str,
+           kind: str, labels: str) -> WorkItemEntry:
     return WorkItemEntry(ref=ref, repository=scope,
                          state="ended" if class_ == "ended" else "open",
-                         tracking=class_, last_listed_at=last_polled_at,
-                         updated_at=updated_at)
+                         kind=_KINDS.get(kind, "unknown"),
+                         labels=labels_of(labels), tracking=class_,
+                         last_listed_at=last_polled_at, updated_at=updated_at)
 
 
 def last_listing(host: Host) -> ListingAge:

@@ -22,6 +22,8 @@ STALENESS_KEY = "hostcore/staleness"
 STATUS_URI = "hostcore://status"
 
 WorkItemState = Literal["open", "ended", "any"]
+# unknown: a record the poller wrote before it kept an item's kind.
+WorkItemKind = Literal["issue", "pull_request", "unknown"]
 
 
 class StatusAnswer(TypedDict):
@@ -39,6 +41,9 @@ class WorkItemEntry(TypedDict):
     ref: str
     repository: str
     state: Literal["open", "ended"]
+    kind: WorkItemKind
+    # As the last listing written said; [] for a record written before labels were kept.
+    labels: list[str]
     # tracked: another component holds a section of it; ledger_only: only the poller knows it.
     tracking: str
     last_listed_at: str

@@ -38,6 +38,7 @@ from hostcore_mcp.schemas import (
     EvidenceAnswer,
     FreshnessAnswer,
     StatusAnswer,
+    WorkItemKind,
     WorkItemsAnswer,
     WorkItemState,
 )
@@ -89,6 +90,11 @@ def build_server(served: ServedRoot) -> MCPServer[Any]:
         state: Annotated[WorkItemState, Field(
             description="open (default), ended (closed, merged or moved, not yet "
                         "archived) or any.")] = "open",
+        kind: Annotated[WorkItemKind | None, Field(
+            description="Only issues or only pull requests (unknown: records polled "
+                        "before the ledger kept kinds).")] = None,
+        label: Annotated[str | None, Field(
+            min_length=1, description="Only items carrying this label (any case).")] = None,
         limit: Annotated[int, Field(ge=1, le=answers.MAX_ITEMS,
                                     description="Items per answer.")] = 100,
         offset: Annotated[int, Field(ge=0, description="Items to skip (paging).")] = 0,
@@ -97,7 +103,8 @@ def build_server(served: ServedRoot) -> MCPServer[Any]:
         how many match and how old the last poll's listing is. Answered from local
         state alone: no provider is asked."""
         return answer(ctx, "work_items", lambda host: answers.work_items(
-            host, repository=repository, state=state, limit=limit, offset=offset))
+            host, repository=repository, state=state, kind=kind, label=label, limit=limit,
+            offset=offset))
 
     def evidence_summary(
         ctx: Context,

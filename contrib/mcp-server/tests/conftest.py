@@ -41,7 +41,11 @@ FULL_ROWS = 30
 LOCAL_ROWS = 20
 LISTING = ("/repos/o/r/issues?state=open&per_page=100&sort=updated&direction=desc"
            "&labels=agent&page=1")
-ISSUES = [{"number": n, "title": f"item {n}", "updated_at": f"2026-11-0{n}T00:00:00Z"}
+# Odd numbers are issues labelled Bug too, even ones pull requests (GitHub's issues
+# listing marks those with a pull_request object).
+ISSUES = [{"number": n, "title": f"item {n}", "updated_at": f"2026-11-0{n}T00:00:00Z",
+           "labels": [{"name": "agent"}, *([{"name": "Bug"}] if n % 2 else [])],
+           **({} if n % 2 else {"pull_request": {"url": f"https://example.test/pulls/{n}"}})}
           for n in range(1, 6)]
 
 

@@ -90,3 +90,23 @@ def test_the_listing_age_comes_from_the_last_cycle_report(ledger_root):
     assert 3599 <= listing["age_seconds"] <= 3700
     assert listing["providers"] == {"gh": "complete", "tasks": "partial"}
     assert listing["complete"] is False  # one provider listed only part
+
+
+def test_records_written_before_kinds_and_labels_were_kept_read_as_unknown_and_unlabelled(
+        ledger_root):
+    ledger = Ledger(ledger_root / "ledger")
+    ledger.write(PortableRecord(ref="o1/r#200", poll=PollSection(
+        last_polled_at="2026-11-20T00:00:00Z", kind="pull_request", labels=["agent", "Bug"])))
+    ledger.close()
+    with read_only(ledger_root) as host:
+        unknown = answers.work_items(host, repository="o1/r", state="open", kind="unknown",
+                                     limit=100, offset=0)
+        pulls = answers.work_items(host, repository=None, state="open", kind="pull_request",
+                                   limit=100, offset=0)
+        bug = answers.work_items(host, repository=None, state="any", label="bug", limit=100,
+                                 offset=0)
+    assert unknown["matched"] == 10  # the old records of o1/r, not the new one
+    assert {(i["kind"], tuple(i["labels"])) for i in unknown["items"]} == {("unknown", ())}
+    assert [(i["ref"], i["kind"], i["labels"]) for i in pulls["items"]] == [
+        ("o1/r#200", "pull_request", ["agent", "Bug"])]
+    assert [i["ref"] for i in bug["items"]] == ["o1/r#200"]

@@ -52,7 +52,7 @@ def test_unknown_tools_and_arguments_are_refused_by_name_and_the_session_goes_on
     argument = got["argument"]
     assert isinstance(argument, MCPError) and argument.code == INVALID_PARAMS
     assert argument.message == ("work_items: unknown argument(s) 'repo'; work_items takes "
-                                "limit, offset, repository, state")
+                                "kind, label, limit, offset, repository, state")
     tool = got["tool"]
     assert isinstance(tool, MCPError) and tool.code == INVALID_PARAMS
     assert "unknown tool 'issues'" in tool.message and "work_items" in tool.message

@@ -55,7 +55,7 @@ def test_one_stdio_session_lists_counts_answers_and_notes_a_policy_change_once(
         assert tool.output_schema is not None and tool.output_schema["type"] == "object"
         assert tool.description
     assert set(tools["work_items"].input_schema["properties"]) == {
-        "repository", "state", "limit", "offset"}
+        "repository", "state", "kind", "label", "limit", "offset"}
     assert {"items", "matched", "listing"} <= set(tools["work_items"].output_schema["required"])
     assert "rows" in tools["evidence_summary"].output_schema["properties"]
 

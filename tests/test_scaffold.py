@@ -145,12 +145,17 @@ def test_every_registration_kind_has_a_scaffold_spelt_the_same(hostcore_cli, tmp
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
-def test_the_package_of_every_kind_passes_mypy_strict(tmp_path, kind):
-    target, _ = create_plugin("typed", kind, tmp_path / "pkg")
+def test_the_package_of_every_kind_and_its_tests_pass_mypy_strict(tmp_path, kind):
+    target, files = create_plugin("typed", kind, tmp_path / "pkg")
+    assert Path("tests/test_hostcore_typed.py") in files
+    # The tests folder too: an author's CI checks what the scaffold wrote, all of it.
     done = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental",
-                           "hostcore_typed"], cwd=target, capture_output=True, text=True,
-                          timeout=600)
+                           "hostcore_typed", "tests"], cwd=target, capture_output=True,
+                          text=True, timeout=600)
     assert done.returncode == 0, done.stdout
+    # mypy saw every module written, the tests' among them.
+    modules = sum(f.suffix == ".py" for f in files)
+    assert f"no issues found in {modules} source files" in done.stdout, done.stdout
 
 
 def test_a_command_plugin_passes_mypy_strict_and_its_own_tests(tmp_path):

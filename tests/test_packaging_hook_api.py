@@ -36,7 +36,8 @@ HOOK_API: dict[int, dict[str, Hook]] = {
 HOOK_API[3] = {**HOOK_API[2],  # hostcore 0.2.5
                "hostcore_agent_event": (("event", "host"), False)}
 HOOK_API[4] = {**HOOK_API[3],  # hostcore 0.2.6
-               "hostcore_governance_inputs": (("target_dir", "repo_root", "host"), False)}
+               "hostcore_governance_inputs": (("target_dir", "repo_root", "host"), False),
+               "hostcore_agent_gate": (("event", "host"), False)}
 
 
 def current_hooks() -> dict[str, Hook]:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from hostcore.agents.events import AgentEvent
     from hostcore.export.ref import Ref
     from hostcore.host import Host
+    from hostcore.plugin.gate import GateVerdict
     from hostcore.plugin.registration import (
         Destination,
         PolicyInput,
@@ -284,7 +285,8 @@ def hostcore_agent_event(event: AgentEvent, host: Host) -> None:
     SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, Stop and
     SessionEnd, calls it once per event with a ``hostcore.agents.events.AgentEvent``:
     the agent, the event name, the session id, transcript path and working folder,
-    and a tool's name and id; never the prompt, tool input or output. Return
+    a tool's name and id, and the files a file-writing tool wrote (``written``);
+    never the prompt, the rest of a tool's input, or its output. Return
     ``None``; what is printed goes to stderr (stdout is the agent's). Check
     ``event.agent`` and ``event.name`` and return at once for events that are not
     yours: the hook runs on every tool call. Finish within
@@ -306,6 +308,40 @@ def hostcore_agent_event(event: AgentEvent, host: Host) -> None:
                 ingest_now(host, event.transcript_path, event.budget_seconds)
 
     .. versionadded:: 0.2.5
+    """
+
+
+@hookspec
+def hostcore_agent_gate(event: AgentEvent, host: Host) -> GateVerdict | None:
+    """Enforce a rule in a coding agent's loop: the one hook that can ask the agent
+    to keep working.
+
+    ``hostcore hook`` calls it for every event, after every plugin's
+    ``hostcore_agent_event`` (so a Stop's transcript is stored first), with the same
+    event and host. Return ``None``, or a ``hostcore.plugin.gate.GateVerdict``: at a
+    Stop, its ``keep_working`` message makes the hook exit 2 with the messages of
+    every gate that set one on stderr, which Claude Code and Codex feed back to
+    the model, and the agent continues instead of stopping; at any other event
+    it is ignored. A Stop whose ``stop_hook_active`` is true (the agent is already
+    continuing because of a Stop hook) is never gated, so a gate cannot hold an
+    agent in a loop. ``faults`` names the kinds of items the gate skipped, each
+    counted in ``hostcore status``. An implementation that raises is a fault of
+    its own, counted, and the hook exits 0: a gate that cannot judge never
+    blocks. Keep enforcing here and reporting elsewhere (``status``, a command).
+
+    The built-in staleness gate (``hostcore.governance.hook``) stamps the files a
+    PostToolUse wrote and, at Stop, names those of the session whose governance
+    moved since.
+
+    Example::
+
+        @hookimpl
+        def hostcore_agent_gate(event, host):
+            if event.name == "Stop" and unreviewed(host, event.session_id):
+                return GateVerdict(keep_working="Review src/a.py before stopping.")
+            return None
+
+    .. versionadded:: 0.2.6
     """
 
 

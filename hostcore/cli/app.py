@@ -2,7 +2,8 @@
 
 Exit status: 0 success; 1 a step, a lock wait, the store or disk, or a strict
 plugin load failed; 2 bad usage or configuration. Every error is one line on
-stderr naming what failed (``-vv`` adds the traceback). Every command that
+stderr naming what failed (``-vv`` adds the traceback; a strict plugin load's
+comes always, since strict mode is for the plugin's author). Every command that
 lists or reports takes ``--json``; its keys are stable and documented in
 ``docs/cli.md``.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,7 @@ import click
 
 from hostcore import __version__
 from hostcore.cli.commands import COMMANDS
-from hostcore.errors import ConfigError, HostcoreError
+from hostcore.errors import ConfigError, HostcoreError, PluginLoadError
 from hostcore.plugin.calls import callers, guarded
 from hostcore.plugin.cli import HostFactory
 from hostcore.plugin.loader import BUILTIN_PLUGINS, PluginSet, load_plugins
@@ -189,7 +191,13 @@ def run_cli(args: list[str], *, extra_plugins: Sequence[object] = (),
         return exc.exit_code
     except ConfigError as exc:
         return _fail(f"config error: {exc}", 2)
-    except HostcoreError as exc:  # a strict plugin load, a held lock, an unusable store
+    except PluginLoadError as exc:
+        # Strict mode is asked for by whoever is developing a plugin: the traceback,
+        # down to the plugin's own frame (the error it was raised from), is the point.
+        click.echo(f"hostcore: {exc}", err=True)
+        click.echo("".join(traceback.format_exception(exc)).rstrip("\n"), err=True)
+        return 1
+    except HostcoreError as exc:  # a held lock, an unusable store
         return _fail(str(exc), 1)
     except sqlite3.DatabaseError as exc:
         return _fail(f"a state database cannot be used: {str(exc) or type(exc).__name__}", 1)

@@ -27,7 +27,7 @@ from hostcore.plugin.cli import (
     pass_host,
     stop_on_signals,
 )
-from hostcore.plugin.terminal import current, fit, paint, verbose_option
+from hostcore.plugin.terminal import current, fit, paint, say, verbose_option
 from hostcore.steps import StdoutGuard
 from hostcore.tick import TickReport, drain
 
@@ -87,7 +87,8 @@ def plugins_command(host: Host, as_json: bool, show_tb: bool) -> None:
 def run_command(ctx: click.Context, once: bool, as_json: bool) -> None:
     """Run the tick loop: ingest sources, run workers, poll providers.
 
-    Prints one line per tick saying what changed (JSON Lines with --json).
+    Prints one line per tick saying what changed (JSON Lines with --json);
+    -q prints only the steps that failed.
     Without --once it ticks every [run] interval_seconds (sooner while a worker
     has pending work) until SIGINT or SIGTERM, which stop it after the current
     step. With --once it drains pending work for up to [run] drain_seconds and
@@ -110,8 +111,11 @@ def _run(host: Host, once: bool, as_json: bool, guard: StdoutGuard) -> None:
     remove_stale_temps(host.root)  # left by a run killed mid-write
     settings = host.config.settings.run
     stop = stop_on_signals()
-    interactive = not as_json and sys.stderr.isatty()
-    show = _tick_printer(as_json, interactive, guard)
+    quiet = current().quiet
+    # -q keeps what went wrong (a failed or abandoned step) and drops the rest: the
+    # progress line, each tick's summary, the start and stop notes.
+    interactive = not as_json and not quiet and sys.stderr.isatty()
+    show = _tick_printer(as_json, interactive, guard, quiet=quiet)
     if interactive:
         host.progress = lambda line: click.echo(f"\r\033[K{line}", err=True, nl=False)
     if once:
@@ -123,16 +127,15 @@ def _run(host: Host, once: bool, as_json: bool, guard: StdoutGuard) -> None:
         if reports[-1].abandoned:
             _exit_abandoned(host, reports[-1])
         if reports[-1].pending:
-            click.echo("hostcore: work is still pending; the next run goes on with it",
-                       err=True)
+            say("hostcore: work is still pending; the next run goes on with it", err=True)
         if not all(r.ok for r in reports):
             raise SystemExit(1)
         return
-    click.echo(f"hostcore: running on {host.root} (Ctrl-C to stop)", err=True)
+    say(f"hostcore: running on {host.root} (Ctrl-C to stop)", err=True)
     report = host.run(stop, on_tick=show)
     if report is not None and report.abandoned:
         _exit_abandoned(host, report)
-    click.echo("hostcore: stopped", err=True)
+    say("hostcore: stopped", err=True)
     if report is not None and not report.ok:
         raise SystemExit(1)
 
@@ -157,9 +160,10 @@ def _exit_abandoned(host: Host, report: TickReport) -> NoReturn:
     os._exit(1)
 
 
-def _tick_printer(as_json: bool, interactive: bool,
-                  guard: StdoutGuard) -> Callable[[TickReport], None]:
-    """Print each tick: one JSON line, or one line of text (over the progress line)."""
+def _tick_printer(as_json: bool, interactive: bool, guard: StdoutGuard, *,
+                  quiet: bool = False) -> Callable[[TickReport], None]:
+    """Print each tick: one JSON line, or one line of text (over the progress line);
+    under ``quiet`` only its failed steps (JSON is what the command reports: kept)."""
 
     def show(report: TickReport) -> None:
         if as_json:
@@ -171,7 +175,8 @@ def _tick_printer(as_json: bool, interactive: bool,
             click.echo("\r\033[K", err=True, nl=False)  # clear the progress line
         for step in report.failed:
             click.echo(f"hostcore: step {step.name!r} failed: {step.error}", err=True)
-        click.echo(report.summary(), err=True)
+        if not quiet:
+            click.echo(report.summary(), err=True)
 
     return show
 

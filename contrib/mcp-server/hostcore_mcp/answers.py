@@ -7,16 +7,20 @@ so a tick running beside the server is never held up by it, and none writes.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import sqlite3
 import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import msgspec
 
 from hostcore.errors import ConfigError
+from hostcore.evidence import usage as usage_report
+from hostcore.evidence.prices import UsageSettings, load_prices
 from hostcore.evidence.store import STORE_FILE_NAME
 from hostcore.export.destinations import select_destination
 from hostcore.export.exporter import Exporter
@@ -32,6 +36,8 @@ from hostcore_mcp.schemas import (
     FreshnessAnswer,
     ListingAge,
     StatusAnswer,
+    UsageAnswer,
+    UsageCut,
     WorkItemEntry,
     WorkItemKind,
     WorkItemsAnswer,
@@ -202,3 +208,47 @@ def freshness(host: Host) -> FreshnessAnswer:
 def _states(divergence: Divergence) -> list[ComponentState]:
     return [ComponentState(component=d.component, status=str(d.status), local=d.local,
                            remote=d.remote) for d in divergence.diffs()]
+
+
+class UsageWindow(msgspec.Struct, frozen=True):
+    """The days and zone a usage report covers, as ``hostcore usage`` takes them."""
+
+    since: dt.date | None
+    until: dt.date | None
+    zone: ZoneInfo | None
+
+
+def usage_window(since: str | None, until: str | None, tz: str | None) -> UsageWindow:
+    """The tool's text arguments as a window; ValueError naming the one that is not."""
+    zone = None
+    if tz is not None:
+        try:
+            zone = ZoneInfo(tz)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"tz {tz!r}: not a time zone this machine knows (an IANA "
+                             "name such as Europe/Paris)") from None
+    return UsageWindow(_usage_day("since", since), _usage_day("until", until), zone)
+
+
+def _usage_day(name: str, text: str | None) -> dt.date | None:
+    if text is None:
+        return None
+    for layout in ("%Y-%m-%d", "%Y%m%d"):
+        try:
+            return dt.datetime.strptime(text, layout).date()
+        except ValueError:
+            continue
+    raise ValueError(f"{name} {text!r}: expected a day, YYYY-MM-DD")
+
+
+def usage(host: Host, *, by: UsageCut, window: UsageWindow, source: str | None,
+          exportable: bool) -> UsageAnswer:
+    """``hostcore usage --json``: the same report function over the same store, prices
+    and policy, so the two never disagree."""
+    prices = load_prices(host.plugin_config("usage", UsageSettings).prices)
+    report = usage_report.read_report(
+        host.store.path, prices, by=by, zone=window.zone, since=window.since,
+        until=window.until, source=source,
+        withheld=host.policy.withheld if exportable else None)
+    answer: UsageAnswer = msgspec.to_builtins(report)
+    return answer

@@ -27,7 +27,7 @@ def mcp_command(ctx: click.Context, address: str | None, allow_remote: bool,
                 token: str | None) -> None:
     """Serve this root to agents over the Model Context Protocol (read-only).
 
-    Tools: status, work_items, evidence_summary, freshness; resource:
+    Tools: status, work_items, evidence_summary, freshness, usage; resource:
     hostcore://status. Answers come from local state only: no provider is asked,
     the step lock is never taken, nothing under the root is written. Over stdio
     (the default) the client starts the command and the session ends with it;

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from typing_extensions import TypedDict
 
 # The tool names, in the order tools/list lists them.
-TOOLS: tuple[str, ...] = ("status", "work_items", "evidence_summary", "freshness")
+TOOLS: tuple[str, ...] = ("status", "work_items", "evidence_summary", "freshness", "usage")
 # The _meta key of the staleness note (docs/mcp.md).
 STALENESS_KEY = "hostcore/staleness"
 # The resource the status answer is also offered as.
@@ -24,6 +24,8 @@ STATUS_URI = "hostcore://status"
 WorkItemState = Literal["open", "ended", "any"]
 # unknown: a record the poller wrote before it kept an item's kind.
 WorkItemKind = Literal["issue", "pull_request", "unknown"]
+# What a usage report is cut by: hostcore.evidence.usage.BY, as a type the SDK publishes.
+UsageCut = Literal["day", "session", "project", "model", "machine"]
 
 
 class StatusAnswer(TypedDict):
@@ -111,3 +113,27 @@ class FreshnessAnswer(TypedDict):
     since_last_push: list[ComponentState]
     moved_since_last_push: list[str]
     conflicts: list[str]
+
+
+class UsageTokens(TypedDict):
+    """Tokens of each kind and their cost (None: no price known for any model in it)."""
+
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
+    cost_usd: float | None
+
+
+class UsageEntry(UsageTokens):
+    # A day (YYYY-MM-DD), a session id, a project folder, a model or a machine name.
+    key: str
+    models: dict[str, UsageTokens]
+
+
+class UsageAnswer(TypedDict):
+    """``hostcore usage --json``, as it reports."""
+
+    by: UsageCut
+    entries: list[UsageEntry]
+    totals: UsageTokens

@@ -38,6 +38,8 @@ from hostcore_mcp.schemas import (
     EvidenceAnswer,
     FreshnessAnswer,
     StatusAnswer,
+    UsageAnswer,
+    UsageCut,
     WorkItemKind,
     WorkItemsAnswer,
     WorkItemState,
@@ -49,7 +51,8 @@ INSTRUCTIONS = (
     "polled repository from the local ledger (no GitHub call, no rate limit); "
     "`evidence_summary` counts the evidence the withholding policy permits; `status` and "
     "`freshness` say what the host reports and whether governance moved at the "
-    "destination. A result whose _meta holds \"hostcore/staleness\" names the governance "
+    "destination; `usage` reports agents' tokens and cost, as `hostcore usage` does. "
+    "A result whose _meta holds \"hostcore/staleness\" names the governance "
     "components that moved since this session's previous answer: what was read before "
     "may be out of date."
 )
@@ -122,9 +125,35 @@ def build_server(served: ServedRoot) -> MCPServer[Any]:
         (content: behind/ahead; context, terms, decisions: current/moved/unknown)."""
         return answer(ctx, "freshness", answers.freshness)
 
+    def usage(
+        ctx: Context,
+        by: Annotated[UsageCut, Field(description="What each entry is.")] = "day",
+        since: Annotated[str | None, Field(
+            description="From this day (YYYY-MM-DD, in tz).")] = None,
+        until: Annotated[str | None, Field(description="To this day, included.")] = None,
+        source: Annotated[str | None, Field(
+            description="Only usage of this source id (claude-code, codex...).")] = None,
+        tz: Annotated[str | None, Field(
+            description="The IANA zone days are cut in (default: the server's local "
+                        "zone).")] = None,
+        exportable: Annotated[bool, Field(
+            description="Only usage the withholding policy lets leave this "
+                        "machine.")] = False,
+    ) -> Annotated[CallToolResult, UsageAnswer]:
+        """Tokens and cost of agents' sessions per day, session, project, model or
+        machine: what `hostcore usage --json` reports (counts only, no prompt or
+        answer; cost from hostcore's dated price table)."""
+        try:
+            window = answers.usage_window(since, until, tz)
+        except ValueError as exc:
+            raise MCPError(INVALID_PARAMS, f"usage: {exc}") from None
+        return answer(ctx, "usage", lambda host: answers.usage(
+            host, by=by, window=window, source=source, exportable=exportable))
+
     for tool, title in ((status, "hostcore status"), (work_items, "Open work items"),
                         (evidence_summary, "Evidence counts"),
-                        (freshness, "Freshness against the destination")):
+                        (freshness, "Freshness against the destination"),
+                        (usage, "Token usage and cost")):
         # The docstring is the description agents read: without its source indentation.
         server.add_tool(tool, name=tool.__name__, title=title,
                         description=inspect.cleandoc(tool.__doc__ or ""))

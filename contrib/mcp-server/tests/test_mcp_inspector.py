@@ -29,6 +29,7 @@ CALLS = {
     "work_items": ["--tool-arg", "repository=o/r", "state=open", "limit=10"],
     "evidence_summary": ["--tool-arg", "partition=sessions"],
     "freshness": [],
+    "usage": ["--tool-arg", "by=model", "since=2026-11-01", "tz=UTC", "exportable=true"],
 }
 
 
@@ -81,6 +82,9 @@ def test_the_inspector_lists_and_calls_every_tool_with_exit_0(
     assert answers["work_items"]["structuredContent"]["matched"] == len(facts.issues)
     assert answers["evidence_summary"]["structuredContent"]["rows"] == facts.full_rows
     assert answers["freshness"]["structuredContent"]["available"] is True
+    # No usage evidence on this root: an empty report, not an error.
+    assert answers["usage"]["structuredContent"]["by"] == "model"
+    assert answers["usage"]["structuredContent"]["entries"] == []
 
     read = inspect(inspector, served_root, env, "--method", "resources/read",
                    "--uri", "hostcore://status")

@@ -36,10 +36,11 @@ from hostcore_postgres.errors import PostgresDestinationError, server_said
 if TYPE_CHECKING:
     import psycopg
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
-# Statements per version; ``{schema}`` is the quoted schema name and
-# ``{instance}`` a new identity (a literal). Version 1 creates the tables; every
+# Statements per version; ``{schema}`` is the quoted schema name,
+# ``{instance}`` a new identity and ``{prices}`` hostcore's shipped price table as
+# JSON (literals). Version 1 creates the tables; every
 # later version is additive: a writer of an older version keeps writing to it
 # unless the version raises ``min_writer_version`` (a statement of its own).
 MIGRATIONS: Mapping[int, tuple[LiteralString, ...]] = {
@@ -215,6 +216,126 @@ MIGRATIONS: Mapping[int, tuple[LiteralString, ...]] = {
                       p.rows, p.first_position, p.last_position
                FROM {schema}.pushes p""",
     ),
+    # Version 3: usage across machines. Views and a price table only, read by
+    # nothing a push does: writers of every version keep pushing (min_writer_version
+    # stays 1). The cost is worked out here, from the prices the database holds, as
+    # `hostcore usage` works it out from the host's at read time (not carried on the
+    # rows): a price the owner corrects applies to every day already pushed.
+    3: (
+        "LOCK TABLE {schema}.schema_version IN ACCESS EXCLUSIVE MODE",
+        # US dollars per per_tokens tokens of each kind, and of a response's tokens
+        # past the long-context threshold (the same as below it when the model has
+        # no such tier), as hostcore's prices.json gives them.
+        """CREATE TABLE {schema}.prices (
+               model text PRIMARY KEY,
+               input double precision NOT NULL,
+               output double precision NOT NULL,
+               cache_creation double precision NOT NULL,
+               cache_read double precision NOT NULL,
+               above_input double precision NOT NULL,
+               above_output double precision NOT NULL,
+               above_cache_creation double precision NOT NULL,
+               above_cache_read double precision NOT NULL,
+               per_tokens bigint NOT NULL,
+               as_of text NOT NULL)""",
+        # A kind a model's entry leaves out costs nothing, as in hostcore's Price.
+        """INSERT INTO {schema}.prices
+               SELECT m.key, p.input, p.output, coalesce(p.cache_creation, 0),
+                      coalesce(p.cache_read, 0),
+                      coalesce(t.input, p.input), coalesce(t.output, p.output),
+                      CASE WHEN t.tiered THEN coalesce(t.cache_creation, 0)
+                           ELSE coalesce(p.cache_creation, 0) END,
+                      CASE WHEN t.tiered THEN coalesce(t.cache_read, 0)
+                           ELSE coalesce(p.cache_read, 0) END,
+                      ({prices}::json ->> 'per_tokens')::bigint, {prices}::json ->> 'as_of'
+               FROM json_each({prices}::json -> 'models') m
+               CROSS JOIN LATERAL json_to_record(m.value) AS p(
+                   input double precision, output double precision,
+                   cache_creation double precision, cache_read double precision)
+               CROSS JOIN LATERAL (
+                   SELECT m.value -> 'above_tier' IS NOT NULL AS tiered, a.*
+                   FROM json_to_record(coalesce(m.value -> 'above_tier', '{{}}'))
+                       AS a(input double precision, output double precision,
+                            cache_creation double precision, cache_read double precision)
+               ) t""",
+        # One line per API response, counted once per store as the store counts it
+        # (hostcore.evidence.usage_totals): the row of the lowest position naming a
+        # response counts it, a usage not of hostcore's shape (another source's own)
+        # counts nothing. Rows are keyed by (stream, origin, position), so a re-push
+        # adds no line. The day is the UTC day of the row's time (rows' times are
+        # UTC). The cost is at the prices of the response's model, looked up as
+        # hostcore's PriceTable.price_of does: the name, then without its release
+        # date, then without a provider prefix, then without both; NULL when none is
+        # priced, never a guess.
+        """CREATE VIEW {schema}.usage_responses AS
+               SELECT u.*,
+                      ((u.input_tokens - u.input_above_tier) * p.input
+                       + u.input_above_tier * p.above_input
+                       + (u.output_tokens - u.output_above_tier) * p.output
+                       + u.output_above_tier * p.above_output
+                       + (u.cache_creation_input_tokens - u.cache_creation_above_tier)
+                         * p.cache_creation
+                       + u.cache_creation_above_tier * p.above_cache_creation
+                       + (u.cache_read_input_tokens - u.cache_read_above_tier) * p.cache_read
+                       + u.cache_read_above_tier * p.above_cache_read) / p.per_tokens
+                          AS cost_usd
+               FROM (SELECT DISTINCT ON (r.origin, r.payload -> 'usage' ->> 'response')
+                          coalesce(o.role, r.origin::name) AS machine, r.origin, r.stream,
+                          r.position, r.source_id, r.session_id, r.directory, r.git_remote,
+                          r.ts, left(r.ts, 10)::date AS day,
+                          r.payload -> 'usage' ->> 'model' AS model,
+                          (r.payload -> 'usage' ->> 'input_tokens')::bigint AS input_tokens,
+                          (r.payload -> 'usage' ->> 'output_tokens')::bigint AS output_tokens,
+                          (r.payload -> 'usage' ->> 'cache_creation_input_tokens')::bigint
+                              AS cache_creation_input_tokens,
+                          (r.payload -> 'usage' ->> 'cache_read_input_tokens')::bigint
+                              AS cache_read_input_tokens,
+                          coalesce((r.payload -> 'usage' -> 'above_tier' ->> 0)::bigint, 0)
+                              AS input_above_tier,
+                          coalesce((r.payload -> 'usage' -> 'above_tier' ->> 1)::bigint, 0)
+                              AS output_above_tier,
+                          coalesce((r.payload -> 'usage' -> 'above_tier' ->> 2)::bigint, 0)
+                              AS cache_creation_above_tier,
+                          coalesce((r.payload -> 'usage' -> 'above_tier' ->> 3)::bigint, 0)
+                              AS cache_read_above_tier
+                   FROM {schema}.rows r LEFT JOIN {schema}.origins o ON o.origin = r.origin
+                   WHERE json_typeof(r.payload -> 'usage') = 'object'
+                     AND json_typeof(r.payload -> 'usage' -> 'model') = 'string'
+                     AND json_typeof(r.payload -> 'usage' -> 'response') = 'string'
+                     AND (r.payload -> 'usage' ->> 'input_tokens') ~ '^-?[0-9]{{1,18}}$'
+                     AND (r.payload -> 'usage' ->> 'output_tokens') ~ '^-?[0-9]{{1,18}}$'
+                     AND (r.payload -> 'usage' ->> 'cache_creation_input_tokens')
+                         ~ '^-?[0-9]{{1,18}}$'
+                     AND (r.payload -> 'usage' ->> 'cache_read_input_tokens')
+                         ~ '^-?[0-9]{{1,18}}$'
+                     AND (r.payload -> 'usage' -> 'above_tier' IS NULL
+                          OR (json_typeof(r.payload -> 'usage' -> 'above_tier') = 'array'
+                              AND json_array_length(r.payload -> 'usage' -> 'above_tier') = 4
+                              AND NOT EXISTS (
+                                  SELECT FROM json_array_elements_text(
+                                      r.payload -> 'usage' -> 'above_tier') AS a(n)
+                                  WHERE a.n !~ '^-?[0-9]{{1,18}}$')))
+                     AND r.ts ~ '^[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}T'
+                   ORDER BY r.origin, r.payload -> 'usage' ->> 'response', r.position) u
+               LEFT JOIN LATERAL (
+                   SELECT q.* FROM {schema}.prices q,
+                          (VALUES (u.model, 1),
+                                  (regexp_replace(u.model, '-[0-9]{{8}}$', ''), 2),
+                                  (regexp_replace(u.model, '^(anthropic|openai)[/.]', ''), 3),
+                                  (regexp_replace(regexp_replace(
+                                       u.model, '^(anthropic|openai)[/.]', ''),
+                                       '-[0-9]{{8}}$', ''), 4)) AS n(name, rank)
+                   WHERE q.model = n.name ORDER BY n.rank LIMIT 1) p ON true""",
+        """CREATE VIEW {schema}.usage_daily AS
+               SELECT machine, day, model,
+                      sum(input_tokens)::bigint AS input_tokens,
+                      sum(output_tokens)::bigint AS output_tokens,
+                      sum(cache_creation_input_tokens)::bigint AS cache_creation_input_tokens,
+                      sum(cache_read_input_tokens)::bigint AS cache_read_input_tokens,
+                      sum(cost_usd) AS cost_usd
+               FROM {schema}.usage_responses
+               GROUP BY machine, day, model""",
+    ),
 }
 
 # What each table must have, as pg_catalog's format_type() spells the types, from
@@ -242,6 +363,14 @@ _TABLES: Mapping[int, Mapping[str, Mapping[str, str]]] = {
         "pushes": {"role": "name", "stream": "text", "origin": "text",
                    "first_position": "bigint", "last_position": "bigint", "rows": "bigint",
                    "pushed_at": "timestamp with time zone"},
+      },
+    3: {
+        "prices": {"model": "text", "input": "double precision", "output": "double precision",
+                   "cache_creation": "double precision", "cache_read": "double precision",
+                   "above_input": "double precision", "above_output": "double precision",
+                   "above_cache_creation": "double precision",
+                   "above_cache_read": "double precision", "per_tokens": "bigint",
+                   "as_of": "text"},
     },
 }
 # The primary keys that make a rerun unable to duplicate a row or a ref. A key
@@ -367,7 +496,8 @@ def migrate(conn: psycopg.Connection[tuple[Any, ...]], schema: str,
             if found >= target:
                 return found, found
             names = {"schema": sql.Identifier(schema),
-                     "instance": sql.Literal(uuid.uuid4().hex)}
+                     "instance": sql.Literal(uuid.uuid4().hex),
+                     "prices": sql.Literal(_shipped_prices())}
             for version in range(found + 1, target + 1):
                 for statement in migrations[version]:
                     conn.execute(sql.SQL(statement).format(**names))
@@ -444,6 +574,14 @@ def _altered(schema: str, table: str, what: str) -> NoReturn:
     raise PostgresDestinationError(
         "schema_altered", f"table {schema}.{table} {what}: it was altered by hand; restore "
         "it as docs/postgres.md defines it (nothing was written)")
+
+
+def _shipped_prices() -> str:
+    """hostcore's price table, as JSON, for version 3's ``prices``."""
+    # Here, not at the top: only a migration reads it (a push never does).
+    from hostcore.evidence.prices import PRICES_FILE
+
+    return PRICES_FILE.read_text("utf-8")
 
 
 @functools.cache

@@ -15,7 +15,8 @@ acquisitions to every session start. In one run this script measures:
   (target: at most 3x), with the sweep's own lock acquisitions;
 * ``--repeat`` runs per size (default 5), interleaved: each run re-plants the stale
   share, times the raw pass, then the sweep, so a change in the machine's load weighs
-  on both sides alike; the median, min and max ratio are printed with PASS/MISS;
+  on both sides alike; the median, min and max ratio are printed with PASS/MISS
+  (PASS: every run within the target, by wall and by CPU);
 * a **steady-state sweep** (nothing stale left) against the same raw pass;
 * peak Python memory (tracemalloc) of a sweep with the same stale share;
 * **start latency under a sweep**: median and p99 of ``start_session`` on a
@@ -26,10 +27,12 @@ acquisitions to every session start. In one run this script measures:
   (``--latency-heartbeats``, default 10,000). Goal: p99
   under the sweep at most 2x the idle p99.
 
-File creation dominates the custody path (four small files per stale heartbeat, three
-of them intent manifests published before their pin), and its latency swings by an order
-of magnitude with the filesystem's load, so the run also prints what creating one file
-costs there and then; ``--dir`` picks the filesystem.
+File creation and unlinking dominate the custody path (four small files created per
+stale heartbeat, three of them intent manifests published before their pin; three
+pinned files unlinked, whose blocks are on disk), and their latency swings by an order
+of magnitude with the filesystem's load and mount options, so the run also prints what
+creating one file and unlinking one already on disk cost there and then; ``--dir``
+picks the filesystem.
 
 Usage: ``python benchmarks/custody.py [--heartbeats N ...] [--stale F] [--repeat R]
 [--dir PATH] [--quick]``
@@ -199,6 +202,26 @@ def create_latency(folder: Path, count: int = 200) -> float:
     started = time.perf_counter()
     for i in range(count):
         os.close(os.open(folder / f"probe-{i}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    return (time.perf_counter() - started) / count
+
+
+def unlink_latency(folder: Path, count: int = 100) -> float:
+    """Seconds to unlink one small file whose bytes are on disk, here now: what each of a
+    stale heartbeat's three pins costs at its private unlink. A stale heartbeat was
+    written long ago, so its blocks are allocated; freeing them is the expensive part
+    (on a filesystem mounted with ``discard`` about a millisecond, against microseconds
+    for an empty file), and no raw scan pays it."""
+    folder.mkdir()
+    for i in range(count):
+        fd = os.open(folder / f"written-{i}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        try:
+            os.write(fd, b"0" * 64)
+            os.fsync(fd)  # as old as a stale heartbeat is: its blocks allocated on disk
+        finally:
+            os.close(fd)
+    started = time.perf_counter()
+    for i in range(count):
+        os.unlink(folder / f"written-{i}")
     return (time.perf_counter() - started) / count
 
 
@@ -379,15 +402,17 @@ def main() -> None:
               f"(target <= {LOCK_TARGET} each)")
 
         create = create_latency(root / "create-probe")
-        print(f"file creation here now: {create * 1e6:.0f} us each")
+        unlink = unlink_latency(root / "unlink-probe")
+        print(f"file creation here now: {create * 1e6:.0f} us each; unlink of a small "
+              f"file already on disk: {unlink * 1e6:.0f} us each (3 per stale heartbeat)")
         sweep_verdicts = {}
         for sessions in sizes:
             stale = max(1, round(sessions * args.stale))
             run = bench_sweep(root, sessions, stale, args.repeat)
             report = run["report"]
             walls, cpus = run["walls"], run["cpus"]
-            met = statistics.median(walls) <= RATIO_TARGET \
-                and statistics.median(cpus) <= RATIO_TARGET
+            # The goal holds in every run, not in the median one.
+            met = max(walls) <= RATIO_TARGET and max(cpus) <= RATIO_TARGET
             sweep_verdicts[f"sweep vs raw at {sessions:,}"] = met
             over = sum(r > RATIO_TARGET for r in walls)
             print(f"sweep of {sessions:,} heartbeats ({stale} stale, {run['files']:,} files), "
@@ -397,7 +422,7 @@ def main() -> None:
                   f"{RATIO_TARGET}x by wall; {report.lock_acquisitions} lock acquisitions "
                   f"({report.lock_acquisitions / stale:.2f} per stale heartbeat), "
                   f"{report.deleted} deleted, {report.dependents_deleted} dependents deleted"
-                  f" -> {'PASS' if met else 'MISS'} (target <= {RATIO_TARGET})")
+                  f" -> {'PASS' if met else 'MISS'} (target <= {RATIO_TARGET} in every run)")
         sessions = sizes[-1]
         stale = max(1, round(sessions * args.stale))
         registry = run["registry"]

@@ -46,7 +46,7 @@ import functools
 import os
 import stat
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -163,24 +163,34 @@ class _Snapshot:
     stale_prompt_hashes: list[str] = field(default_factory=list)
 
 
-def _scan(folder_fd: int | None, suffix: str, report: SweepReport,
-          wanted: Callable[[str], bool] | None = None,
-          leftovers: Entries | None = None,
-          ) -> Iterator[tuple[str, os.stat_result]]:
-    """(stem, lstat) of each visible ``*suffix`` entry of the folder open as
-    ``folder_fd`` (``None``: the folder does not exist), from the scan's own stat.
+def _scan(folder_fd: int | None, suffix: str, report: SweepReport, *, now: float,
+          window: float, skip: Container[str] | None = None, regular_only: bool = True,
+          leftovers: Entries | None = None) -> tuple[list[str], list[str], int]:
+    """One listing of the folder open as ``folder_fd`` (``None``: it does not exist):
+    ``(stems, stale, irregular)``.
 
-    Entries whose stem ``wanted`` rejects are skipped before any stat. A folder
-    or an entry the system refuses to read is counted ``unhandled`` and skipped.
-    Temp files of writers met on the way are added to ``leftovers``, if given.
+    ``stems``: each visible ``*suffix`` entry not in ``skip`` (skipped before any
+    stat); ``stale``: those whose scan stat says older than ``window`` (``now -
+    mtime > window``), regular files only unless ``regular_only`` is false;
+    ``irregular``: how many are not regular files. A folder or an entry the system
+    refuses to read is counted ``unhandled`` and skipped. Temp files of writers
+    met on the way are added to ``leftovers``, if given.
+
+    This loop runs once per file of the registry, so it is one tight loop with
+    locals: its Python work is what a sweep pays over a raw ``scandir`` + ``stat``.
     """
+    stems: list[str] = []
+    stale: list[str] = []
+    irregular = 0
     if folder_fd is None:
-        return
+        return stems, stale, irregular
     try:
         entries = os.scandir(folder_fd)
     except OSError:
         report.unhandled += 1
-        return
+        return stems, stale, irregular
+    cut = -len(suffix)
+    keep, old, is_regular = stems.append, stale.append, stat.S_ISREG
     with entries:
         try:
             for entry in entries:
@@ -191,8 +201,8 @@ def _scan(folder_fd: int | None, suffix: str, report: SweepReport,
                     continue
                 if not name.endswith(suffix):
                     continue
-                stem = name[: -len(suffix)]
-                if wanted is not None and not wanted(stem):
+                stem = name[:cut]
+                if skip is not None and stem in skip:
                     continue
                 try:
                     st = entry.stat(follow_symlinks=False)
@@ -201,9 +211,17 @@ def _scan(folder_fd: int | None, suffix: str, report: SweepReport,
                 except OSError:
                     report.unhandled += 1
                     continue
-                yield stem, st
+                keep(stem)
+                if is_regular(st.st_mode):
+                    if now - st.st_mtime > window:
+                        old(stem)
+                else:
+                    irregular += 1
+                    if not regular_only and now - st.st_mtime > window:
+                        old(stem)
         except OSError:
             report.unhandled += 1  # the listing itself failed part-way: skip the rest
+    return stems, stale, irregular
 
 
 def _pid_exists(pid: int) -> bool:
@@ -367,30 +385,23 @@ class StaleSweep:
 
     # -- the cheap pass --------------------------------------------------------------
 
-    def _is_stale(self, st: os.stat_result) -> bool:
-        return self.now - st.st_mtime > self.stale_after
-
     def _snapshot(self) -> _Snapshot:
         snap = _Snapshot()
-        for instance, st in _scan(self._folder("heartbeats"), ".json", self.report,
-                                  leftovers=self.leftovers):
-            self.report.scanned += 1
-            snap.present.add(instance)
-            if not stat.S_ISREG(st.st_mode):
-                self.report.kept_uncertain += 1
-            elif self._is_stale(st):
-                snap.stale_heartbeats.append(instance)
-        for stem, st in _scan(self._folder("pid-map"), ".json", self.report,
-                              leftovers=self.leftovers):
-            if stem.isdigit() and stat.S_ISREG(st.st_mode) and self._is_stale(st):
-                snap.stale_pid_map.append(int(stem))
+        now, window = self.now, self.stale_after
+        stems, snap.stale_heartbeats, irregular = _scan(
+            self._folder("heartbeats"), ".json", self.report, now=now, window=window,
+            leftovers=self.leftovers)
+        self.report.scanned += len(stems)
+        self.report.kept_uncertain += irregular  # not a regular file: never a candidate
+        snap.present = present = set(stems)
+        _, stale, _ = _scan(self._folder("pid-map"), ".json", self.report, now=now,
+                            window=window, leftovers=self.leftovers)
+        snap.stale_pid_map = [int(stem) for stem in stale if stem.isdigit()]
         # A prompt hash whose instance has a heartbeat is judged with that heartbeat:
         # only the others (orphans) need their stat.
-        present = snap.present
-        for instance, st in _scan(self._folder("prompt-hash"), ".txt", self.report,
-                                  lambda stem: stem not in present, self.leftovers):
-            if stat.S_ISREG(st.st_mode) and self._is_stale(st):
-                snap.stale_prompt_hashes.append(instance)
+        _, snap.stale_prompt_hashes, _ = _scan(
+            self._folder("prompt-hash"), ".txt", self.report, now=now, window=window,
+            skip=present, leftovers=self.leftovers)
         return snap
 
     # -- stale heartbeats ------------------------------------------------------------
@@ -633,14 +644,11 @@ class StaleSweep:
         heartbeat is gone, each under its instance's custody (every generation
         writer holds it, so the record read there cannot change under us). Returns
         the instances without a heartbeat that have a record (pruned or not)."""
-        recorded: set[str] = set()
-        budget = self.max_candidates
-        for instance, st in _scan(self._folder("generations"), ".json", self.report,
-                                  lambda stem: stem not in snap.present):
-            recorded.add(instance)
-            if budget <= 0 or self.now - st.st_mtime <= self.generation_retention:
-                continue
-            budget -= 1
+        stems, expired, _ = _scan(self._folder("generations"), ".json", self.report,
+                                  now=self.now, window=self.generation_retention,
+                                  skip=snap.present, regular_only=False)
+        recorded = set(stems)
+        for instance in expired[:self.max_candidates]:
             try:
                 with self._custody(instance) as custody:
                     if self._prune_generation(instance):
@@ -684,13 +692,12 @@ class StaleSweep:
         or a record are skipped unread: a registry of live sessions costs no stat."""
         budget = self.max_candidates
         pinned = self.pending["heartbeats"].sources
-        for instance, st in _scan(self._folder("locks"), ".lock", self.report,
-                                  lambda stem: stem not in snap.present
-                                  and stem not in recorded):
+        _, stale, _ = _scan(self._folder("locks"), ".lock", self.report, now=self.now,
+                            window=self.stale_after, skip=snap.present | recorded)
+        for instance in stale:
             if budget <= 0:
                 return
-            if (not stat.S_ISREG(st.st_mode) or self.now - st.st_mtime <= self.stale_after
-                    or f"{instance}.json" in pinned):
+            if f"{instance}.json" in pinned:
                 continue
             budget -= 1
             try:

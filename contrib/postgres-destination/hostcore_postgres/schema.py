@@ -302,19 +302,24 @@ MIGRATIONS: Mapping[int, tuple[LiteralString, ...]] = {
                    WHERE json_typeof(r.payload -> 'usage') = 'object'
                      AND json_typeof(r.payload -> 'usage' -> 'model') = 'string'
                      AND json_typeof(r.payload -> 'usage' -> 'response') = 'string'
-                     AND (r.payload -> 'usage' ->> 'input_tokens') ~ '^-?[0-9]{{1,18}}$'
-                     AND (r.payload -> 'usage' ->> 'output_tokens') ~ '^-?[0-9]{{1,18}}$'
-                     AND (r.payload -> 'usage' ->> 'cache_creation_input_tokens')
-                         ~ '^-?[0-9]{{1,18}}$'
-                     AND (r.payload -> 'usage' ->> 'cache_read_input_tokens')
-                         ~ '^-?[0-9]{{1,18}}$'
+                     -- integers, as JSON numbers (a quoted "12" is text, 1.5 no count)
+                     AND NOT EXISTS (
+                         SELECT FROM (VALUES (r.payload -> 'usage' -> 'input_tokens'),
+                                             (r.payload -> 'usage' -> 'output_tokens'),
+                                             (r.payload -> 'usage'
+                                                  -> 'cache_creation_input_tokens'),
+                                             (r.payload -> 'usage'
+                                                  -> 'cache_read_input_tokens')) AS k(n)
+                         WHERE json_typeof(k.n) IS DISTINCT FROM 'number'
+                            OR k.n::text !~ '^-?[0-9]{{1,18}}$')
                      AND (r.payload -> 'usage' -> 'above_tier' IS NULL
                           OR (json_typeof(r.payload -> 'usage' -> 'above_tier') = 'array'
                               AND json_array_length(r.payload -> 'usage' -> 'above_tier') = 4
                               AND NOT EXISTS (
-                                  SELECT FROM json_array_elements_text(
+                                  SELECT FROM json_array_elements(
                                       r.payload -> 'usage' -> 'above_tier') AS a(n)
-                                  WHERE a.n !~ '^-?[0-9]{{1,18}}$')))
+                                  WHERE json_typeof(a.n) <> 'number'
+                                     OR a.n::text !~ '^-?[0-9]{{1,18}}$')))
                      AND r.ts ~ '^[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}T'
                    ORDER BY r.origin, r.payload -> 'usage' ->> 'response', r.position) u
                LEFT JOIN LATERAL (

@@ -38,7 +38,9 @@ KINDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens",
 HOSTILE_MODEL = "local<&\"'>x"
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                   "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync")
+                  "--disable-component-update", "--disable-sync",
+                  # A container's /dev/shm is small: Chromium's shared memory goes to /tmp.
+                  "--disable-dev-shm-usage")
 
 
 def _transcripts() -> ModuleType:

@@ -12,8 +12,8 @@ Its ``hostcore_agent_gate``:
 
 ``gate = false`` in ``[plugins.governance]`` turns the Stop check off; the stamps
 are still made, so ``hostcore check`` keeps reporting. The gate module (SQLite,
-the digests) is imported only at those two events: every other tool call costs
-this plugin one comparison.
+the digests) is imported only at those two events, the only ones it declares
+(:data:`WRITING_TOOLS`): the hook's dispatcher builds no host for it at any other.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from hostcore.plugin.gate import GateVerdict
+from hostcore.plugin.interest import agent_interest
 from hostcore.plugin.markers import hookimpl
 
 if TYPE_CHECKING:
@@ -44,7 +45,14 @@ class GateSetting(msgspec.Struct, kw_only=True):
     gate: bool = True
 
 
+# What the hook's dispatcher builds the host for (hostcore.plugin.interest): a Read or
+# a Bash call costs this gate nothing. The tools are hostcore.agents.written's, which
+# this domain may not import at module level (tests/test_agent_hook_dispatch.py checks).
+WRITING_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit", "apply_patch")
+
+
 @hookimpl
+@agent_interest("PostToolUse", "Stop", tools=WRITING_TOOLS)
 def hostcore_agent_gate(event: AgentEvent, host: Host) -> GateVerdict | None:
     if event.name == "PostToolUse" and event.written:
         return stamp_written(host, event)

@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 import click
 
 from hostcore.cli.render import status_lines, table_lines, tick_lines, value_text
+from hostcore.cli.watch import DEFAULT_INTERVAL_SECONDS, watch_plain, watch_terminal
 from hostcore.files import remove_stale_temps
 from hostcore.host import Host
 from hostcore.plugin.cli import (
@@ -184,8 +185,14 @@ def _tick_printer(as_json: bool, interactive: bool, guard: StdoutGuard, *,
 @click.command("status")
 @json_option
 @verbose_option
+@click.option("--watch", is_flag=True,
+              help="Refresh the screen in place until Ctrl-C (plain blocks of lines when "
+                   "stdout is not a terminal). Takes no lock: it runs beside `hostcore run`.")
+@click.option("--interval", type=click.FloatRange(min=0.1, max=3600), default=None,
+              metavar="SECONDS",
+              help=f"Seconds between refreshes of --watch (default {DEFAULT_INTERVAL_SECONDS:g}).")
 @pass_host(read_only=True)
-def status_command(host: Host, as_json: bool) -> None:
+def status_command(host: Host, as_json: bool, watch: bool, interval: float | None) -> None:
     """Show each component's state (and, when it is not ok, why and what fixes it),
     then the last tick this root ran, with its age and each step's counts.
 
@@ -193,7 +200,19 @@ def status_command(host: Host, as_json: bool) -> None:
     out; -v lists every count. Keys of --json: root,
     components.<kind>.<name>.{available, reason, ...counts}, last_tick.{ok,
     age_seconds, duration_ms, pending, steps}, telemetry.sink_failures.
+
+    --watch redraws it in place every --interval seconds, with the ticks seen
+    and the last tick's rows, backlog and failures on top; Ctrl-C restores the
+    terminal and exits 0.
     """
+    if interval is not None and not watch:
+        raise click.UsageError("--interval goes with --watch")
+    if watch:
+        if as_json:
+            raise click.UsageError("--watch draws text; for JSON, run `status --json` "
+                                   "when you need it")
+        _watch(host, interval or DEFAULT_INTERVAL_SECONDS)
+        return
     report = host.status()
     if as_json:
         emit_json(report)
@@ -206,6 +225,13 @@ def status_command(host: Host, as_json: bool) -> None:
     colors = terminal.colors()
     for line in status_lines(report, terminal.width(), paint):
         click.echo(line, color=colors)
+
+
+def _watch(host: Host, interval: float) -> None:
+    if sys.stdout.isatty():
+        watch_terminal(host, interval, paint, sys.stdout)
+    else:
+        watch_plain(host, interval, current().width, click.echo)
 
 
 def _status_details(report: dict[str, Any]) -> None:

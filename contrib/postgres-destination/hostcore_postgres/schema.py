@@ -281,8 +281,8 @@ MIGRATIONS: Mapping[int, tuple[LiteralString, ...]] = {
                           AS cost_usd
                FROM (SELECT DISTINCT ON (r.origin, r.payload -> 'usage' ->> 'response')
                           coalesce(o.role, r.origin::name) AS machine, r.origin, r.stream,
-                          r.position, r.source_id, r.session_id, r.directory, r.git_remote,
-                          r.ts, left(r.ts, 10)::date AS day,
+                          r.position, r.source_id, r.session_id, r.directory, r.ts,
+                          left(r.ts, 10)::date AS day,
                           r.payload -> 'usage' ->> 'model' AS model,
                           (r.payload -> 'usage' ->> 'input_tokens')::bigint AS input_tokens,
                           (r.payload -> 'usage' ->> 'output_tokens')::bigint AS output_tokens,

@@ -70,8 +70,8 @@ def test_migrate_as_a_machine_role_is_one_line_naming_who_must_run_it(pg, tmp_pa
     assert result.returncode == 1
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in result.stderr
-    assert "is at version 1, older than 2, and this role may not migrate it; run " \
-           "`hostcore postgres migrate` as the database owner" in lines[0]
+    assert f"is at version 1, older than {SCHEMA_VERSION}, and this role may not migrate " \
+           "it; run `hostcore postgres migrate` as the database owner" in lines[0]
     assert pg.query("SELECT version FROM hostcore.schema_version") == [(1,)]
 
 

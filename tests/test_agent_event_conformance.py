@@ -47,7 +47,59 @@ def test_a_plugin_that_counts_stops_passes_every_check(run_kit):
                 if event.name == "Stop":
                     Plugin.stops += 1
     """)
-    result.assert_outcomes(passed=4)
+    result.assert_outcomes(passed=5)
+
+
+def test_a_plugin_declaring_the_events_it_acts_on_passes_every_check(run_kit):
+    result = run_kit("""
+        from hostcore.agents.events import AgentEvent
+        from hostcore.plugin.interest import agent_interest
+
+
+        class Plugin:
+            @hookimpl
+            @agent_interest("Stop", "PostToolUse", tools=("Write",))
+            def hostcore_agent_event(self, event, host):
+                pass
+
+        class TestDeclared(TestAuthorPlugin):
+            @pytest.fixture
+            def agent_events(self, tmp_path):
+                return [AgentEvent(agent="codex", name="Stop", session_id="s", cwd="/w"),
+                        AgentEvent(agent="claude-code", name="PostToolUse", session_id="s",
+                                   cwd="/w", tool_name="Write")]
+    """)
+    result.assert_outcomes(passed=10)
+
+
+def test_a_declaration_leaving_out_an_event_the_plugin_acts_on_fails(run_kit):
+    result = run_kit("""
+        from hostcore.agents.events import AgentEvent
+        from hostcore.plugin.interest import agent_interest
+
+
+        class Plugin:
+            @hookimpl
+            @agent_interest("PostToolUse", tools=("Write",))
+            def hostcore_agent_event(self, event, host):
+                pass
+
+        del TestAuthorPlugin  # only the subclass below, whose events the plugin acts on
+
+
+        class TestDeclared(AgentEventConformance):
+            @pytest.fixture
+            def plugin(self):
+                return Plugin()
+
+            @pytest.fixture
+            def agent_events(self, tmp_path):
+                return [AgentEvent(agent="claude-code", name="PostToolUse", session_id="s",
+                                   cwd="/w", tool_name="Edit")]
+    """)
+    result.assert_outcomes(passed=4, failed=1)
+    assert "leaves it out: the hook would never send it" in " ".join(
+        result.stdout.str().split())
 
 
 @pytest.mark.parametrize(("body", "says"), [
@@ -75,5 +127,5 @@ def test_a_plugin_slow_on_every_tool_call_fails(run_kit):
                 if event.name.endswith("ToolUse"):
                     time.sleep(0.05)
     """)
-    result.assert_outcomes(passed=3, failed=1)
+    result.assert_outcomes(passed=4, failed=1)
     assert "per tool event on average" in result.stdout.str()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hostcore.agents import faults, index
+from hostcore.agents import dispatch, faults, index
 from hostcore.agents.hook import LEAN_BUILTINS, budget_seconds, run_hook
 from hostcore.host import Host
 from hostcore.plugin.loader import load_plugins
@@ -199,7 +199,7 @@ def test_prompts_tool_content_and_answers_are_never_kept_under_the_root(root, en
     assert [row[1] for row in faults.log(root)] == ["unknown_event"]
 
 
-def test_a_tool_event_loads_neither_click_nor_the_store_nor_other_plugins(root, env):
+def _modules_after_hook(root, env, payload):
     script = (
         "import sys\n"
         "from hostcore.__main__ import main\n"
@@ -208,21 +208,30 @@ def test_a_tool_event_loads_neither_click_nor_the_store_nor_other_plugins(root, 
         "except SystemExit as exit:\n"
         "    sys.stderr.write('MODULES ' + ' '.join(sorted(sys.modules)) + '\\n')\n"
         "    raise\n")
-    payload = json.dumps(helpers.claude_event("PostToolUse", "s1", None, tool_name="Bash"))
-    all_plugins = {k: v for k, v in env.items() if k != "HOSTCORE_LOAD_PLUGINS"}
-    for _ in range(2):  # the first builds the plugin index, the second uses it
-        done = subprocess.run([sys.executable, "-c", script], input=payload.encode(),
-                              capture_output=True, env=all_plugins, timeout=60)
-        assert (done.returncode, done.stdout) == (0, b"")
+    done = subprocess.run([sys.executable, "-c", script], input=json.dumps(payload).encode(),
+                          capture_output=True, env=env, timeout=60)
+    assert (done.returncode, done.stdout) == (0, b"")
     line = next(x for x in done.stderr.decode().splitlines() if x.startswith("MODULES "))
-    loaded = set(line.split()[1:])
+    return set(line.split()[1:])
+
+
+def test_a_tool_event_loads_neither_click_nor_the_store_nor_other_plugins(root, env):
+    # Every plugin installed; file custody, which refreshes at every PostToolUse, is
+    # blocked so that this event is due for a plugin only by its tool (a Write).
+    all_plugins = {k: v for k, v in env.items() if k != "HOSTCORE_LOAD_PLUGINS"}
+    all_plugins["HOSTCORE_DISABLE_PLUGINS"] = "file-custody"
+    write = helpers.claude_event("PostToolUse", "s1", None, tool_name="Write",
+                                 tool_input={"file_path": "/nowhere/a.txt"})
+    _modules_after_hook(root, all_plugins, write)  # the first builds the plugin index
+    loaded = _modules_after_hook(root, all_plugins, write)
+    assert "hostcore.governance.hook" in loaded  # the gate wants a Write: it was called
     assert {"click", "hostcore.evidence.store", "hostcore.export.exporter",
             "hostcore.workitems.poller"} & loaded == set()
     plugins = {m.split(".")[0] for m in loaded if m.startswith("hostcore_")}
-    indexed = json.loads((root / index.FILE).read_text())["plugins"]
-    assert "claude-code" in indexed
-    assert plugins == {f"hostcore_{n.replace('-', '_')}" for n in indexed}
-    assert "hostcore_gh" not in plugins  # implements no agent hook: never imported
+    indexed = json.loads((root / index.FILE).read_text())
+    assert "claude-code" in indexed["plugins"] and "gh" not in indexed["plugins"]
+    # Only the plugins due for the event are imported: the sources want no tool event.
+    assert plugins == set()
 
 
 def test_the_plugin_index_is_rebuilt_when_the_allow_list_changes(root, env):
@@ -243,10 +252,10 @@ def test_the_plugin_index_is_rebuilt_when_the_allow_list_changes(root, env):
 
 def test_an_index_made_for_other_plugins_is_not_used(root):
     index.write(root, index.PluginIndex("another-signature", ("gone",)))
-    assert index.cached(root, "this-signature") is None
-    assert index.cached(root, "another-signature") == ("gone",)
+    assert dispatch.read_index(str(root), "this-signature") is None
+    assert dispatch.read_index(str(root), "another-signature")["plugins"] == ["gone"]
     (root / index.FILE).write_text("{broken")
-    assert index.cached(root, "another-signature") is None
+    assert dispatch.read_index(str(root), "another-signature") is None
 
 
 class _Raises:
@@ -282,7 +291,7 @@ def test_a_plugin_that_raises_is_counted_and_the_other_plugins_still_get_the_eve
     payload = json.dumps(helpers.claude_event("Stop", "s9", None)).encode()
     kinds = run_hook(agent="claude-code", data=payload, oversized=False, root=root,
                      env={"HOSTCORE_LOAD_PLUGINS": ""}, make_host=make_host,
-                     started=0.0, clock=lambda: 0.25)
+                     started=0.0, clock=lambda: 0.25).faults
     assert kinds == ["plugin_failed"]
     assert recorder.seen == [("claude-code", "Stop", "s9", 0.75)]  # 1 s less 0.25
     assert {f.kind: f.count for f in faults.faults(root)} == {"plugin_failed": 1}

@@ -261,6 +261,8 @@ def test_plugin_cli_and_the_commands_modules_sit_on_the_host():
 # The hook's lean path (hostcore.cli.hook) runs an agent event without the click
 # application, so it reaches the agents domain's runner itself, lazily.
 AGENT_HOOK = "hostcore.agents.hook"
+# Before it, the stdlib-only dispatcher that decides whether any plugin is due.
+AGENT_DISPATCH = "hostcore.agents.dispatch"
 
 
 def test_cli_application_imports_no_domain_package():
@@ -268,7 +270,7 @@ def test_cli_application_imports_no_domain_package():
                     {*BELOW_THE_HOST, "plugin.cli", "host", "cli"}, ("module", "lazy")) == []
     assert breaches(lambda m: m == "hostcore.cli.hook", {"foundation", "plugin", "host"}) == []
     assert breaches(lambda m: m == "hostcore.cli.hook",
-                    {*BELOW_THE_HOST, "host", AGENT_HOOK}, ("lazy",)) == []
+                    {*BELOW_THE_HOST, "host", AGENT_HOOK, AGENT_DISPATCH}, ("lazy",)) == []
 
 
 def test_testing_imports_the_host_the_cli_and_the_domains_only_lazily():

@@ -37,9 +37,10 @@ _scope_option = click.option(
 def hook_command(ctx: click.Context, agent: Agent) -> None:
     """Handle one agent hook event, read as JSON on stdin (agents run this).
 
-    Always exits 0 and prints nothing on stdout: a fault (input that is no
-    event, a plugin that raised, a root that cannot be used) is logged on
-    stderr and counted under the root, where `hostcore status` shows it.
+    Prints nothing on stdout and exits 0, or 2 when a gate asks the agent to
+    keep working (its message on stderr): a fault (input that is no event, a
+    plugin that raised, a root that cannot be used) is logged on stderr and
+    counted under the root, where `hostcore status` shows it.
     """
     started = time.monotonic()
     factory = ctx.find_object(HostFactory)
@@ -51,10 +52,11 @@ def hook_command(ctx: click.Context, agent: Agent) -> None:
     def make_host(root: Path, plugins: PluginSet) -> Host:
         return Host(root=root, config=config, env=env, plugin_set=plugins)
 
-    handle_stdin(sys.stdin.buffer, agent=agent, env=env, make_host=make_host,
-                 root_for=lambda: prepare_root(resolve_root(chosen_root, env),
-                                               read_only=False),
-                 started=started)
+    outcome = handle_stdin(sys.stdin.buffer, agent=agent, env=env, make_host=make_host,
+                           root_for=lambda: prepare_root(resolve_root(chosen_root, env),
+                                                         read_only=False),
+                           started=started)
+    ctx.exit(outcome.answer(sys.stderr))
 
 
 @click.group("hooks")

@@ -3,8 +3,9 @@
 Both agents write one JSON object per hook run with ``hook_event_name``,
 ``session_id``, ``transcript_path`` and ``cwd``, plus fields per event (a tool's
 name and id, a SessionStart's ``source``, a SessionEnd's ``reason``). Only those
-identifying fields are decoded: prompts, tool input and output and the last
-assistant message are skipped by the decoder, never held in an
+identifying fields are decoded, and the paths a file-writing tool names
+(:mod:`hostcore.agents.written`): prompts, the rest of tool input, tool output and
+the last assistant message are skipped by the decoder, never held in an
 :class:`AgentEvent`, so no plugin can keep what it was never given.
 """
 
@@ -14,20 +15,15 @@ from typing import Literal
 
 import msgspec
 
+# Defined with the dispatcher and the declarations, which import only the standard library.
+from hostcore.agents.dispatch import AGENTS, MAX_INPUT_BYTES
+from hostcore.agents.written import written_paths
+from hostcore.plugin.interest import KNOWN_EVENTS
+
+__all__ = ["AGENTS", "KNOWN_EVENTS", "MAX_INPUT_BYTES", "Agent", "AgentEvent",
+           "EventRefused", "decode_event"]
+
 Agent = Literal["claude-code", "codex"]
-AGENTS: tuple[Agent, ...] = ("claude-code", "codex")
-
-# The events either agent documents; a name outside them is counted as unknown (a
-# newer agent, or input that is not an agent's at all).
-KNOWN_EVENTS = frozenset({
-    "SessionStart", "SessionEnd", "UserPromptSubmit", "PreToolUse", "PostToolUse",
-    "PostToolUseFailure", "PermissionRequest", "Notification", "Stop", "SubagentStart",
-    "SubagentStop", "PreCompact", "PostCompact",
-})
-
-# The most of stdin a hook keeps (bytes). A PostToolUse can carry a whole file the
-# tool read; what is past this is read and dropped, so the agent's write never fails.
-MAX_INPUT_BYTES = 4 << 20
 
 
 class AgentEvent(msgspec.Struct, frozen=True, kw_only=True):
@@ -38,6 +34,9 @@ class AgentEvent(msgspec.Struct, frozen=True, kw_only=True):
     ``transcript_path`` and ``cwd`` are the agent's own; ``tool_name`` and
     ``tool_use_id`` are set on tool events, ``source`` on SessionStart (``startup``,
     ``resume``, ...), ``reason`` on SessionEnd, ``stop_hook_active`` on Stop.
+    ``written`` holds, on a PostToolUse of a file-writing tool (Claude Code's
+    ``Write``, ``Edit``, ``MultiEdit``, ``NotebookEdit``; Codex's ``apply_patch``),
+    the files it wrote, taken against ``cwd`` when the agent named them relative.
     ``budget_seconds`` is what is left of this hook run's time for the plugins'
     work (SessionEnd's is small: Claude Code gives every SessionEnd hook together
     1.5 s); work past it is left to the next tick.
@@ -53,6 +52,7 @@ class AgentEvent(msgspec.Struct, frozen=True, kw_only=True):
     source: str | None = None
     reason: str | None = None
     stop_hook_active: bool = False
+    written: tuple[str, ...] = ()
     budget_seconds: float = 0.0
 
 
@@ -69,6 +69,8 @@ class _Payload(msgspec.Struct):
     source: str | None = None
     reason: str | None = None
     stop_hook_active: bool = False
+    # Kept undecoded: only a file-writing tool's is read, and only for its paths.
+    tool_input: msgspec.Raw = msgspec.Raw()
 
 
 _decoder = msgspec.json.Decoder(_Payload)
@@ -103,4 +105,7 @@ def decode_event(data: bytes, agent: Agent, *, budget_seconds: float) -> AgentEv
                       tool_name=payload.tool_name, tool_use_id=payload.tool_use_id,
                       source=payload.source, reason=payload.reason,
                       stop_hook_active=payload.stop_hook_active,
+                      written=written_paths(payload.tool_name, payload.tool_input,
+                                            payload.cwd)
+                      if payload.hook_event_name == "PostToolUse" else (),
                       budget_seconds=budget_seconds)

@@ -8,34 +8,49 @@ built-ins :data:`LEAN_BUILTINS` and only the plugins the index names, see
 ``hostcore_agent_event`` on its own (:mod:`hostcore.plugin.calls`). Whatever goes
 wrong is a fault: noted under the root by kind (:mod:`hostcore.agents.faults`),
 logged on stderr, and the run still exits 0: an agent is never held up or told
-its hook failed for a fault of hostcore's. Exit 2, which asks an agent to go on
-working, is kept for a gate that means it.
+its hook failed for a fault of hostcore's. Then every plugin's
+``hostcore_agent_gate`` is called the same way: at a Stop whose
+``stop_hook_active`` is false, a :class:`~hostcore.plugin.gate.GateVerdict` asking
+the agent to keep working makes the run exit 2 with its message on stderr (the
+one non-zero exit); a gate that raises is a fault like any other, and never
+blocks.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, NamedTuple, TextIO
 
 import msgspec
 
-from hostcore.agents import index
+from hostcore.agents import dispatch, index
+from hostcore.agents.dispatch import read_input
 from hostcore.agents.events import AGENTS, MAX_INPUT_BYTES, EventRefused, decode_event
 from hostcore.errors import ConfigError
 from hostcore.plugin.calls import callers, guarded, plugin_output
+from hostcore.plugin.gate import GateVerdict
 from hostcore.plugin.loader import ENV_ALLOW, PluginSet, load_plugins
 
 if TYPE_CHECKING:
+    from hostcore.agents.events import AgentEvent
     from hostcore.host import Host
 
 log = logging.getLogger("hostcore.agents.hook")
 
-# The built-ins a hook loads: the core's events (every host emits one) and this
-# domain's own plugin. Evidence, export and work items are never loaded by a hook.
-LEAN_BUILTINS = ("hostcore.plugin.core", "hostcore.agents.plugin")
+# The built-ins a hook loads: the core's events (every host emits one), this
+# domain's own plugin, and the staleness gate with the governing inputs it stamps
+# and checks by, and the work items' events (the gate's decisions are the ledger's,
+# whose index emits them). Evidence and export are never loaded by a hook; the
+# ledger is read only when the gate resolves governance (a file-writing tool, a Stop).
+LEAN_BUILTINS = ("hostcore.plugin.core", "hostcore.agents.plugin",
+                 "hostcore.workitems.plugin", "hostcore.governance.plugin",
+                 "hostcore.governance.hook")
+# The exit that asks the agent to keep working (Claude Code and Codex hand the
+# hook's stderr to the model); only a gate's verdict at a Stop makes it.
+KEEP_WORKING_EXIT = 2
 # What a hook run may spend, counted from its process's start, by event (seconds).
 # Stop reads a session's transcript; SessionEnd's comes from the agent's own limit.
 BUDGET_SECONDS = {"Stop": 1.0}
@@ -47,59 +62,99 @@ SESSION_END_LIMIT_ENV = "CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS"
 # What a SessionEnd leaves of that limit for the other plugins' work and the exit (on
 # a busy machine, about half of Claude Code's 1.5 s).
 SESSION_END_MARGIN_SECONDS = 0.8
-_CHUNK = 1 << 16
+# Stamps untouched this long belong to sessions whose agent died without an end.
+STAMP_LIFETIME_SECONDS = 86400.0
 
 
-def read_input(stream: BinaryIO, limit: int = MAX_INPUT_BYTES) -> tuple[bytes, bool]:
-    """Stdin up to ``limit`` bytes, and whether there was more (read and dropped)."""
-    kept: list[bytes] = []
-    size = 0
-    oversized = False
-    while chunk := stream.read(_CHUNK):
-        if oversized or size + len(chunk) > limit:
-            oversized = True
-            continue
-        kept.append(chunk)
-        size += len(chunk)
-    return b"".join(kept), oversized
+class HookOutcome(NamedTuple):
+    """What one hook run came to: the kinds of the faults it noted, and the gates'
+    message when they ask the agent to keep working (``None`` when they do not)."""
+
+    faults: list[str]
+    keep_working: str | None = None
+
+    def answer(self, stderr: TextIO) -> int:
+        """Say the gates' message on ``stderr`` (where the agent reads it) and return
+        the exit status the hook run ends with."""
+        if not self.keep_working:
+            return 0
+        stderr.write(self.keep_working + "\n")
+        stderr.flush()
+        return KEEP_WORKING_EXIT
 
 
-def lean_plugins(root: Path, env: Mapping[str, str]) -> PluginSet:
-    """The plugins a hook loads: :data:`LEAN_BUILTINS` and the index's plugins, the
-    index rebuilt first when the installed plugins changed."""
+def plugin_index(root: Path, env: Mapping[str, str]
+                 ) -> tuple[dict[str, object], PluginSet | None]:
+    """The plugin index under ``root``, as :mod:`~hostcore.agents.dispatch` reads it,
+    rebuilt first when the installed plugins changed; then also every plugin, loaded
+    to rebuild it (the run uses them rather than load its plugins a second time)."""
     expected = index.signature(env)
-    names = index.cached(root, expected)
-    if names is None:
-        names = rebuild_index(root, env, expected)
-    # The index was made under the user's allow and block lists: its names are
-    # allowed, and the block list still applies.
+    found = dispatch.read_index(str(root), expected)
+    if found is not None:
+        return found, None
+    built, every = _rebuild(root, env, expected)
+    # As the dispatcher reads the file: JSON's types.
+    decoded: dict[str, object] = msgspec.json.decode(msgspec.json.encode(built))
+    return decoded, every
+
+
+def lean_plugins(env: Mapping[str, str], names: Collection[str]) -> PluginSet:
+    """The plugins a hook loads: :data:`LEAN_BUILTINS` and the entry-point plugins
+    ``names`` (the index's, made under the user's allow and block lists: they are
+    allowed, and the block list still applies)."""
     return load_plugins(LEAN_BUILTINS, (), load_entrypoints=True,
                         env={**env, ENV_ALLOW: ",".join(names)})
 
 
 def rebuild_index(root: Path, env: Mapping[str, str], expected: str | None = None
-                  ) -> tuple[str, ...]:
-    """Load every plugin once and cache the names of those implementing the hook."""
+                  ) -> index.PluginIndex:
+    """Load every plugin once and cache which implement the hooks, and for what."""
+    return _rebuild(root, env, expected or index.signature(env))[0]
+
+
+def _rebuild(root: Path, env: Mapping[str, str], expected: str
+             ) -> tuple[index.PluginIndex, PluginSet]:
     every = load_plugins(LEAN_BUILTINS, (), load_entrypoints=True, env=env)
-    names = index.implementers(every)
-    index.write(root, index.PluginIndex(expected or index.signature(env), names))
-    return names
+    built = index.build(every, expected)
+    index.write(root, built)
+    return built, every
 
 
 def handle_stdin(stream: BinaryIO, *, agent: str | None, root_for: Callable[[], Path],
                  env: Mapping[str, str], make_host: Callable[[Path, PluginSet], Host],
-                 started: float) -> list[str]:
+                 started: float) -> HookOutcome:
     """Read the event on ``stream`` and handle it (:func:`run_hook`) under the root
     ``root_for()`` makes ready; a root that cannot be used is said on stderr, as
-    nothing can be noted under it. Returns the kinds of the faults noted."""
+    nothing can be noted under it."""
     data, oversized = read_input(stream)
+    return handle_input(data, oversized, agent=agent, root_for=root_for, env=env,
+                        make_host=make_host, started=started)
+
+
+def handle_input(data: bytes, oversized: bool, *, agent: str | None,
+                 root_for: Callable[[], Path], env: Mapping[str, str],
+                 make_host: Callable[[Path, PluginSet], Host],
+                 started: float) -> HookOutcome:
+    """Handle the event ``data`` (:func:`handle_stdin`): only the plugins the index
+    says are due for it are loaded and called; none due, nothing is built."""
     try:
         root = root_for()
     except (ConfigError, OSError) as exc:
         log.warning("hook: %s; the event was dropped", exc)
-        return ["root"]
+        return HookOutcome(["root"])
+    fields = None if oversized or agent not in AGENTS else dispatch.payload_fields(data)
+    due: list[str] | None = None
+    throttled: set[str] = set()
+    loaded = None
+    if fields is not None:  # else run_hook notes the fault, calling nobody
+        found, loaded = plugin_index(root, env)
+        due = dispatch.due_plugins(found, fields, str(root), time.time())
+        if not due:
+            return HookOutcome([])
+        throttled = dispatch.throttled(found) & set(due)
     return run_hook(agent=agent, data=data, oversized=oversized, root=root, env=env,
-                    make_host=lambda plugins: make_host(root, plugins), started=started)
+                    make_host=lambda plugins: make_host(root, plugins), started=started,
+                    due=due, throttled=throttled, plugins=loaded)
 
 
 def budget_seconds(event: str, agent: str, env: Mapping[str, str]) -> float:
@@ -115,10 +170,17 @@ def budget_seconds(event: str, agent: str, env: Mapping[str, str]) -> float:
 
 def run_hook(*, agent: str | None, data: bytes, oversized: bool, root: Path,
              env: Mapping[str, str], make_host: Callable[[PluginSet], Host],
-             started: float, clock: Callable[[], float] = time.monotonic) -> list[str]:
-    """Handle one event; returns the kinds of the faults it noted (none when all went
-    well). Never raises for a fault: each is noted under ``root`` and logged."""
+             started: float, clock: Callable[[], float] = time.monotonic,
+             due: Collection[str] | None = None, throttled: Collection[str] = (),
+             plugins: PluginSet | None = None) -> HookOutcome:
+    """Handle one event: the kinds of the faults it noted (none when all went well)
+    and what the gates ask. Never raises for a fault: each is noted under ``root``
+    and logged. ``due``: the plugins to call (``None``: every one implementing the
+    hooks); of those, the ``throttled`` ones called without a fault get a stamp
+    (:func:`~hostcore.agents.dispatch.stamp`). ``plugins``: a set already loaded
+    holding them (else the lean set is loaded)."""
     kinds: list[str] = []
+    keep_working: list[str] = []
     event_name = "-"
 
     def fault(kind: str, detail: str) -> None:
@@ -137,23 +199,31 @@ def run_hook(*, agent: str | None, data: bytes, oversized: bool, root: Path,
 
     if agent not in AGENTS:
         fault("unknown_agent", "--agent names no agent hostcore knows")
-        return kinds
+        return HookOutcome(kinds)
     if oversized:
         fault("oversized", f"stdin is larger than {MAX_INPUT_BYTES} bytes")
-        return kinds
+        return HookOutcome(kinds)
     try:
         event = decode_event(data, agent, budget_seconds=0.0)
     except EventRefused as exc:
         fault(exc.kind, str(exc).partition(": ")[2])
-        return kinds
+        return HookOutcome(kinds)
     event_name = event.name
     try:
         with plugin_output():  # stdout is the agent's: nothing but hook JSON goes there
-            host = make_host(lean_plugins(root, env))
+            if plugins is None:
+                names = plugin_index(root, env)[0]["plugins"] if due is None else due
+                assert isinstance(names, Collection)
+                plugins = lean_plugins(env, [n for n in names if isinstance(n, str)
+                                             and n not in LEAN_BUILTINS])
+            host = make_host(plugins)
             try:
                 budget = budget_seconds(event.name, agent, env)
+                called = set()
                 for plugin_name, call in callers(host.plugins, index.HOOK,
                                                  order="registration"):
+                    if due is not None and plugin_name not in due:
+                        continue
                     left = max(0.0, budget - (clock() - started))
                     timed = msgspec.structs.replace(event, budget_seconds=left)
                     ok, _ = guarded(host.plugins, plugin_name, index.HOOK, call,
@@ -161,9 +231,62 @@ def run_hook(*, agent: str | None, data: bytes, oversized: bool, root: Path,
                     if not ok:
                         fault("plugin_failed", "a plugin's hostcore_agent_event raised; "
                                                "the warning above names it")
+                    else:
+                        called.add(plugin_name)
+                # A Stop the agent makes while already continuing for a Stop hook is
+                # never gated: a gate that still objects would hold it in a loop.
+                if not (event.name == "Stop" and event.stop_hook_active):
+                    keep_working = run_gates(host, event, budget, started, clock, fault,
+                                             due=due)
             finally:
                 host.close()
+            _housekeep(root, event, called & set(throttled))
     except Exception as exc:
         fault("internal", type(exc).__name__)
-    return kinds
+    asked = "\n\n".join(keep_working) if event_name == "Stop" else ""
+    return HookOutcome(kinds, asked or None)
+
+
+def _housekeep(root: Path, event: AgentEvent, stamped: Collection[str]) -> None:
+    """The throttle stamps after the calls: one per throttled plugin called, the
+    session's removed at its end, abandoned ones at a start."""
+    now = time.time()
+    if event.name == "SessionEnd":
+        dispatch.forget(str(root), session_id=event.session_id)
+        return
+    if event.name == "SessionStart":
+        dispatch.forget(str(root), older_than=now - STAMP_LIFETIME_SECONDS)
+    dispatch.stamp(str(root), stamped, event.session_id, now)
+
+
+def run_gates(host: Host, event: AgentEvent, budget: float, started: float,
+              clock: Callable[[], float], fault: Callable[[str, str], None],
+              due: Collection[str] | None = None) -> list[str]:
+    """Call every plugin's ``hostcore_agent_gate``; the messages of those asking the
+    agent to keep working. A gate that raises, or answers something that is no
+    verdict, is a ``gate_failed`` fault: a gate that cannot judge never blocks."""
+    asked: list[str] = []
+    for plugin_name, call in callers(host.plugins, index.GATE_HOOK, order="registration"):
+        if due is not None and plugin_name not in due:
+            continue
+        left = max(0.0, budget - (clock() - started))
+        try:
+            ok, answers = guarded(host.plugins, plugin_name, index.GATE_HOOK, call,
+                                  event=msgspec.structs.replace(event, budget_seconds=left),
+                                  host=host)
+        except Exception as exc:  # a built-in's own failure is re-raised by guarded
+            log.warning("hook: the gate %s raised %s", plugin_name, type(exc).__name__)
+            ok, answers = False, None
+        # pluggy answers a plugin's call with the list of its non-None results.
+        if not ok or not isinstance(answers, list) \
+                or not all(isinstance(a, GateVerdict) for a in answers):
+            fault("gate_failed", "a plugin's hostcore_agent_gate raised or answered no "
+                                 "verdict; the agent goes on unblocked")
+            continue
+        for verdict in answers:
+            for kind in verdict.faults:
+                fault(kind, f"the gate {plugin_name} skipped an item")
+            if verdict.keep_working:
+                asked.append(verdict.keep_working)
+    return asked
 

@@ -1,76 +1,111 @@
-"""Which installed plugins implement ``hostcore_agent_event``, cached under the root.
+"""Which installed plugins implement ``hostcore_agent_event`` or ``hostcore_agent_gate``,
+and for which events, cached under the root.
 
 A hook runs on every tool call, so it may not import every installed plugin to
 learn which ones react to agent events. The first hook after the installed
-plugins change loads them all once and writes the names of those implementing
-the hook to ``<root>/agents/plugin-index.json``; every later hook loads only
-those. The cache is keyed by the folders on ``sys.path`` as they are (see
-:func:`signature`) and by the allow and block lists, so installing, removing or
-upgrading a plugin, or changing the lists, rebuilds it. A plugin edited in place
-(an editable install gaining the hook) is seen after ``hostcore hooks install``,
-which rebuilds the index.
+plugins change loads them all once and writes ``<root>/agents/plugin-index.json``:
+the built-ins and entry-point plugins implementing either hook, and what each
+declared with :func:`~hostcore.agents.events.agent_interest` (events, tools, an
+interval per event). Every later hook reads it with the standard library alone
+(:mod:`hostcore.agents.dispatch`) and builds the host only when a plugin is due,
+loading only the due ones. The cache is keyed by the folders on ``sys.path`` as they
+are (see :func:`~hostcore.agents.dispatch.signature`), by the allow and block lists
+and by its own format, so installing, removing or upgrading a plugin, or changing
+the lists, rebuilds it. A plugin edited in place (an editable install gaining the
+hook or changing its declaration) is seen after ``hostcore hooks install``, which
+rebuilds the index.
 """
 
 from __future__ import annotations
 
-import os
-import sys
-from collections.abc import Mapping
 from pathlib import Path
 
 import msgspec
 
+from hostcore.agents.dispatch import INDEX_FILE, signature
 from hostcore.files import atomic_write
-from hostcore.plugin.loader import ENV_ALLOW, ENV_BLOCK, PluginSet
+from hostcore.plugin.interest import INTEREST_ATTRIBUTE, AgentInterest
+from hostcore.plugin.loader import PluginSet
 
-try:  # CPython's own BLAKE2, without hashlib's OpenSSL (see hostcore.evidence.blake2)
-    from _blake2 import blake2b
-except ImportError:  # an interpreter without it
-    from hashlib import blake2b
+__all__ = ["FILE", "GATE_HOOK", "HOOK", "Interest", "PluginIndex", "build", "signature",
+           "write"]
 
-FILE = Path("agents") / "plugin-index.json"
+FILE = Path(INDEX_FILE)
 HOOK = "hostcore_agent_event"
+# Called after HOOK at every event; the only hook that can make a hook run exit 2.
+GATE_HOOK = "hostcore_agent_gate"
+# The governance domain's hook (hostcore.governance.inputs), named: this domain imports
+# no other.
+INPUTS_HOOK = "hostcore_governance_inputs"
+
+
+class Interest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A plugin's declaration (:class:`~hostcore.plugin.interest.AgentInterest`), as
+    the index keeps it."""
+
+    events: tuple[str, ...] | None = None
+    tools: tuple[str, ...] | None = None
+    every_seconds: dict[str, float] = {}
 
 
 class PluginIndex(msgspec.Struct, frozen=True):
-    """The entry-point plugins implementing :data:`HOOK`, for one set of installed
-    plugins (``signature``)."""
+    """The plugins implementing :data:`HOOK` or :data:`GATE_HOOK`, for one set of
+    installed plugins (``signature``): ``plugins`` the entry-point ones, ``builtins``
+    the host's own, ``interests`` what each declared (a plugin absent from it takes
+    every event)."""
 
     signature: str
     plugins: tuple[str, ...]
+    builtins: tuple[str, ...] = ()
+    interests: dict[str, Interest] = {}
 
 
-def signature(env: Mapping[str, str]) -> str:
-    """A digest of what decides which plugins load: the folders on ``sys.path`` (but
-    the first) as they are now (installing, removing or upgrading a distribution adds or removes
-    a metadata folder in one, which changes its modification time) and the allow
-    and block lists. One ``stat`` per folder: no metadata file is read."""
-    parts = []
-    # The first entry is the running script's folder (or the working folder): the
-    # same installation started as `hostcore` or `python -m hostcore` keeps its index.
-    for entry in sys.path[1:]:
-        try:
-            found = os.stat(entry or ".")
-        except OSError:
-            continue
-        parts.append(f"{entry}:{found.st_ino}:{found.st_mtime_ns}")
-    parts.append(f"allow={env.get(ENV_ALLOW)!r} block={env.get(ENV_BLOCK)!r}")
-    return blake2b("\n".join(parts).encode(), digest_size=16).hexdigest()
+def build(plugins: PluginSet, expected: str) -> PluginIndex:
+    """The index of ``plugins`` (every installed plugin, loaded) for ``expected``."""
+    declared: dict[str, list[AgentInterest | None]] = {}
+    for hook_name in (HOOK, GATE_HOOK):
+        for impl in getattr(plugins.pm.hook, hook_name).get_hookimpls():
+            declared.setdefault(impl.plugin_name, []).append(
+                getattr(impl.function, INTEREST_ATTRIBUTE, None))
+    # A gate resolves governance in the hook's host: a plugin contributing governing
+    # inputs is loaded for the events a gate wants, or a stamp a hook made would lack
+    # its part and `hostcore check` (every plugin loaded) would call the file stale.
+    gates = [getattr(impl.function, INTEREST_ATTRIBUTE, None)
+             for impl in getattr(plugins.pm.hook, GATE_HOOK).get_hookimpls()]
+    for impl in getattr(plugins.pm.hook, INPUTS_HOOK).get_hookimpls() if gates else ():
+        declared.setdefault(impl.plugin_name, []).extend(gates)
+    interests = {}
+    for name, found in declared.items():
+        # A plugin that declared for one of its two hooks but not the other takes
+        # every event: what it left undeclared may want any.
+        if all(isinstance(interest, AgentInterest) for interest in found):
+            interests[name] = _union([i for i in found if i is not None])
+    infos = plugins.infos
+    return PluginIndex(
+        expected,
+        tuple(sorted(n for n in declared if n in infos and infos[n].status == "loaded")),
+        tuple(n for n in infos if n in declared and infos[n].status == "builtin"),
+        interests)
 
 
-def cached(root: Path, expected: str) -> tuple[str, ...] | None:
-    """The plugins the cache names, or ``None`` when there is none for ``expected``."""
-    try:
-        index = msgspec.json.decode((root / FILE).read_bytes(), type=PluginIndex)
-    except (OSError, msgspec.DecodeError):
-        return None  # none yet, or unreadable: rebuilt
-    return index.plugins if index.signature == expected else None
-
-
-def implementers(plugins: PluginSet) -> tuple[str, ...]:
-    """The loaded entry-point plugins of ``plugins`` implementing :data:`HOOK`."""
-    return tuple(sorted(name for name, info in plugins.infos.items()
-                        if info.status == "loaded" and HOOK in info.hooks))
+def _union(found: list[AgentInterest]) -> Interest:
+    events: set[str] | None = set()
+    tools: set[str] | None = set()
+    every: dict[str, float] = {}
+    for interest in found:
+        events = None if events is None or interest.events is None \
+            else events | set(interest.events)
+        tools = None if tools is None or interest.tools is None else tools | set(interest.tools)
+        for name, seconds in interest.every_seconds.items():
+            every[name] = min(seconds, every.get(name, seconds))
+    # An interval holds only when every declaration wanting that event has it: a hook
+    # wanting each call wins.
+    every = {name: seconds for name, seconds in every.items()
+             if all(name in interest.every_seconds for interest in found
+                    if interest.events is None or name in interest.events)}
+    return Interest(events=None if events is None else tuple(sorted(events)),
+                    tools=None if tools is None else tuple(sorted(tools)),
+                    every_seconds=every)
 
 
 def write(root: Path, index: PluginIndex) -> None:

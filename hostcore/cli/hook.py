@@ -83,11 +83,20 @@ def process_age() -> float:
 
 
 def main(parsed: HookArgs) -> int:
-    """Handle the event on stdin; always 0 (every fault is noted, never returned)."""
+    """Handle the event on stdin; 0, or 2 when a gate asks the agent to keep working
+    (every fault is noted, never returned)."""
     started = time.monotonic() - process_age()
+    # Most events give no plugin work (a tool call outside every plugin's interest, a
+    # refresh inside its interval): the dispatcher proves it with the standard
+    # library, and the host is built only when a plugin is due.
+    from hostcore.agents import dispatch
+
+    data, oversized = dispatch.read_input(sys.stdin.buffer)
+    if not oversized and dispatch.nothing_due(parsed.root, parsed.agent, data, os.environ):
+        return 0
     import logging
 
-    from hostcore.agents.hook import handle_stdin
+    from hostcore.agents.hook import handle_input
     from hostcore.errors import ConfigError
     from hostcore.host import Host, prepare_root, resolve_root
     from hostcore.plugin.loader import PluginSet
@@ -104,6 +113,6 @@ def main(parsed: HookArgs) -> int:
     def make_host(root: Path, plugins: PluginSet) -> Host:
         return Host(root=root, config=parsed.config, env=env, plugin_set=plugins)
 
-    handle_stdin(sys.stdin.buffer, agent=parsed.agent, root_for=root_for, env=env,
-                 make_host=make_host, started=started)
-    return 0
+    outcome = handle_input(data, oversized, agent=parsed.agent, root_for=root_for,
+                           env=env, make_host=make_host, started=started)
+    return outcome.answer(sys.stderr)

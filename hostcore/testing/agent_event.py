@@ -38,19 +38,23 @@ class AgentEventConformance(_PluginSuite):
     with a transcript that does not exist) returns ``None`` without raising and
     prints nothing on stdout (the agent's); each call returns within the event's
     ``budget_seconds`` plus :data:`BUDGET_SLACK_SECONDS`, even with a budget of
-    0; a tool event takes :data:`TOOL_EVENT_BUDGET_SECONDS` on average; and each
+    0; a tool event takes :data:`TOOL_EVENT_BUDGET_SECONDS` on average; each
     event of ``agent_events`` (override it with events your plugin does real
     work for, e.g. a Stop with a transcript ``seed_session`` wrote) can be sent
-    twice, as agents do when a hook is retried.
+    twice, as agents do when a hook is retried; and, when the hookimpl declares
+    what it wants (:func:`hostcore.plugin.interest.agent_interest`), the
+    declaration covers every event of ``agent_events``.
     """
 
     budget_slack_seconds = BUDGET_SLACK_SECONDS
     tool_event_budget_seconds = TOOL_EVENT_BUDGET_SECONDS
 
     @pytest.fixture
-    def agent_events(self, tmp_path: Path) -> Sequence[Any]:
-        """Events the plugin acts on, each sent twice (default: the sample events)."""
-        return sample_events(tmp_path)
+    def agent_events(self, plugin: object, tmp_path: Path) -> Sequence[Any]:
+        """Events the plugin acts on, each sent twice (default: the sample events its
+        declaration, if any, wants)."""
+        declared = _declared(plugin)
+        return [e for e in sample_events(tmp_path) if declared is None or _wants(declared, e)]
 
     @pytest.fixture
     def seed_session(self) -> Callable[[Any], None]:
@@ -123,6 +127,16 @@ class AgentEventConformance(_PluginSuite):
                 f"{HOOK} takes {took * 1000:.1f} ms per tool event on average; it runs on "
                 "every tool call an agent makes: return at once for events not yours")
 
+    def test_its_declared_interest_covers_the_events_it_acts_on(
+            self, plugin: object, agent_events: Sequence[Any]) -> None:
+        declared = _declared(plugin)
+        if declared is None:
+            return  # no declaration: the hook sends it every event
+        for event in agent_events:
+            require(_wants(declared, event),
+                    f"{HOOK} acts on {event.name} (agent_events names it) but its "
+                    "agent_interest leaves it out: the hook would never send it")
+
     def test_each_event_can_be_sent_twice(self, lean_host: Any, plugin: object,
                                           agent_events: Sequence[Any],
                                           seed_session: Callable[[Any], None]) -> None:
@@ -130,6 +144,28 @@ class AgentEventConformance(_PluginSuite):
         for event in agent_events:
             for _ in range(2):
                 self._call(lean_host, plugin, event)
+
+
+def _declared(plugin: object) -> Any:
+    """The plugin's :func:`~hostcore.plugin.interest.agent_interest` declaration, or
+    ``None``; anything else found where one is kept fails the suite."""
+    from hostcore.plugin.interest import INTEREST_ATTRIBUTE, AgentInterest
+
+    impl = getattr(plugin, HOOK, None)
+    declared = getattr(getattr(impl, "__func__", impl), INTEREST_ATTRIBUTE, None)
+    require(declared is None or isinstance(declared, AgentInterest),
+            f"{HOOK} carries {INTEREST_ATTRIBUTE} = {declared!r}, which is no declaration: "
+            "use hostcore.plugin.interest.agent_interest")
+    return declared
+
+
+def _wants(declared: Any, event: Any) -> bool:
+    from hostcore.plugin.interest import TOOL_EVENTS
+
+    if declared.events is not None and event.name not in declared.events:
+        return False
+    return not (event.name in TOOL_EVENTS and declared.tools is not None
+                and event.tool_name not in declared.tools)
 
 
 def sample_events(folder: Path) -> list[Any]:

@@ -23,6 +23,7 @@ from hostcore.evidence.transcripts import (
     TranscriptSource,
     ingest_file,
 )
+from hostcore.plugin.interest import agent_interest
 from hostcore.plugin.markers import hookimpl
 from hostcore.telemetry import EventSpec
 from hostcore_claude_code.source import EVENT, NAME, PATTERNS, parse_line
@@ -74,6 +75,7 @@ def hostcore_events() -> EventSpec:
 
 
 @hookimpl
+@agent_interest(*INGEST_ON)
 def hostcore_agent_event(event: AgentEvent, host: Host) -> None:
     """At Stop and SessionEnd, ingest that session's transcript now (see INGEST_ON)."""
     if event.agent != NAME or event.name not in INGEST_ON or not event.transcript_path:

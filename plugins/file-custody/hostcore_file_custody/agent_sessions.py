@@ -36,6 +36,7 @@ import msgspec
 from hostcore.errors import RecordError
 from hostcore_file_custody.agent import AgentProcess, agent_process, find_agent
 from hostcore_file_custody.errors import AgentUnresolved, CustodyRefused
+from hostcore_file_custody.events import REFRESH_INTERVAL_SECONDS
 from hostcore_file_custody.owner import Liveness, OwnerRecord, owner_liveness
 from hostcore_file_custody.registry import (
     HEARTBEAT_VERSION,
@@ -48,10 +49,6 @@ from hostcore_file_custody.registry import (
     new_generation_id,
 )
 from hostcore_file_custody.support import require_custody
-
-# A refresh within this many seconds of the last one writes nothing. Far inside the
-# sweep's stale window (600 s), so a working agent's heartbeat is never a candidate.
-REFRESH_INTERVAL_SECONDS = 60.0
 
 Outcome = Literal["started", "resumed", "refreshed", "unchanged", "ended", "already-ended",
                   "absent", "other-owner"]

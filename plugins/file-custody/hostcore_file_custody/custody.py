@@ -163,9 +163,12 @@ def _take(lock_path: Path, key: str, wait_seconds: float, role: Role) -> LockFil
                                  "process", "held")
         return lock_exclusive(lock_path, role=role)
 
-    if wait_seconds <= 0:
-        return attempt()
-    import tenacity  # only a waiting caller retries: not imported otherwise
+    try:
+        return attempt()  # the usual case: free at once, no retry machinery imported
+    except CustodyRefused as refused:
+        if wait_seconds <= 0 or refused.reason != "held":
+            raise
+    import tenacity  # only a caller left waiting retries: not imported otherwise
 
     retrying = tenacity.Retrying(
         retry=tenacity.retry_if_exception(

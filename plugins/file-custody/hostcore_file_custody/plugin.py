@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from hostcore.plugin.interest import agent_interest
 from hostcore.plugin.markers import hookimpl
-from hostcore_file_custody.events import AGENT_EVENTS_HANDLED, EVENTS
+from hostcore_file_custody.events import AGENT_EVENTS_HANDLED, EVENTS, REFRESH_INTERVAL_SECONDS
 
 if TYPE_CHECKING:
     import click
@@ -37,6 +38,7 @@ def hostcore_commands(cli: click.Group) -> None:
 
 
 @hookimpl
+@agent_interest(*AGENT_EVENTS_HANDLED, every_seconds={"PostToolUse": REFRESH_INTERVAL_SECONDS})
 def hostcore_agent_event(event: AgentEvent, host: Host) -> None:
     # Loaded on an event custody handles only: the hook runs on every tool call.
     if event.name not in AGENT_EVENTS_HANDLED:

@@ -103,13 +103,15 @@ def test_a_plugin_returning_an_unknown_component_fails_alone(repo):
 def test_inputs_are_resolved_once_per_folder(repo):
     targets = [repo.write(f"pkg{d}/m{f}.py", "pass\n") for d in range(4) for f in range(5)]
     style = StyleInput()
+    # Asked about each folder on the targets' paths once: the root and the four folders.
+    on_paths = sorted({repo.top, *(t.parent for t in targets)})
     with host_with(repo, style) as host:
         stamp_targets(host, targets)
-        assert len(style.asked) == 4
+        assert sorted(style.asked) == on_paths
         style.asked.clear()
         statuses = check_targets(host, repo=repo.top)
     assert len(statuses) == 20 and {s.status for s in statuses} == {"current"}
-    assert sorted(style.asked) == sorted({t.parent for t in targets})
+    assert sorted(style.asked) == on_paths
 
 
 def test_configured_terms_files_govern_every_target(repo):

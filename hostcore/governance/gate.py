@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Sequence
+import stat
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -70,11 +71,12 @@ def stamp_targets(host: Host, paths: Sequence[Path], *, session: str | None = No
     """
     targets = _files(paths)
     resolver = Resolver(host)
-    new = [New(path=str(path), repo=str(repo), governance=resolver.at(path.parent, repo)
+    new = [New(path=path, repo=repo, governance=resolver.at(os.path.dirname(path), repo)
                .for_item(item), session=session, item=item) for path, repo in targets]
     with _store(host) as store:
         store.record(STAMP, new, format_utc(utc_now()))
-    return [_status(n.path, n.governance, n.governance, resolver.failed_plugins) for n in new]
+    judge = _Judge(resolver.failed_plugins)
+    return [judge.status(n.path, n.governance, n.governance) for n in new]
 
 
 def approve_targets(host: Host, paths: Sequence[Path], *, reject: bool = False
@@ -88,11 +90,11 @@ def approve_targets(host: Host, paths: Sequence[Path], *, reject: bool = False
     targets = _files(paths)
     resolver = Resolver(host)
     with _store(host) as store:
-        known = store.entries(str(path) for path, _ in targets)
+        known = store.entries(path for path, _ in targets)
         items = {p: e.stamp.item for p, e in known.items() if e.stamp is not None}
-        new = [New(path=str(path), repo=str(repo),
-                   governance=resolver.at(path.parent, repo).for_item(items.get(str(path))),
-                   item=items.get(str(path)), verdict=REJECTED if reject else APPROVED)
+        new = [New(path=path, repo=repo,
+                   governance=resolver.at(os.path.dirname(path), repo).for_item(items.get(path)),
+                   item=items.get(path), verdict=REJECTED if reject else APPROVED)
                for path, repo in targets]
         store.record(VERDICT, new, format_utc(utc_now()))
         entries = store.entries(n.path for n in new)
@@ -118,13 +120,13 @@ def check(host: Host, paths: Sequence[Path] | None = None, *, session: str | Non
     resolver = Resolver(host)
     with _store(host, read_only=True) as store:
         if paths is not None:
-            wanted = [str(path) for path, _ in _located(paths)]
+            wanted = [path for path, _ in _located(paths)]
             found = store.entries(wanted)
             entries = [found.get(p) or Entry(path=p) for p in dict.fromkeys(wanted)]
         elif session is not None and repo is None:
             entries = list(store.stamped_by(session).values())
         else:
-            where = repository_root(_absolute(repo if repo is not None else Path.cwd()))
+            where = repository_root(Path(_absolute(repo if repo is not None else Path.cwd())))
             entries = list(store.in_repository(str(where)).values())
     if session is not None:
         entries = [e for e in entries if e.stamp is not None and e.stamp.session == session]
@@ -135,7 +137,7 @@ def check(host: Host, paths: Sequence[Path] | None = None, *, session: str | Non
 def forget_targets(host: Host, paths: Sequence[Path]) -> int:
     """Drop the stamps and verdicts of ``paths`` (deleted targets too); how many had any."""
     with _store(host) as store:
-        return store.forget(str(_absolute(path)) for path in paths)
+        return store.forget(_absolute(path) for path in paths)
 
 
 def _judge(entries: Iterable[Entry], resolver: Resolver) -> list[TargetStatus]:
@@ -144,34 +146,50 @@ def _judge(entries: Iterable[Entry], resolver: Resolver) -> list[TargetStatus]:
     judged: list[tuple[str, Basis | None, Folder | None]] = []
     for entry in entries:
         basis = entry.basis()
-        path = Path(entry.path)
-        if basis is None or not os.path.lexists(path):
+        if basis is None or not os.path.lexists(entry.path):
             judged.append((entry.path, basis, None))
             continue
-        judged.append((entry.path, basis, resolver.at(path.parent, Path(basis.repo))))
+        judged.append((entry.path, basis,
+                       resolver.at(os.path.dirname(entry.path), basis.repo)))
+    judge = _Judge(resolver.failed_plugins)
     statuses = []
-    for path_text, basis, folder in judged:
+    for path, basis, folder in judged:
         if basis is None:
-            statuses.append(TargetStatus(path_text, UNSTAMPED))
+            statuses.append(TargetStatus(path, UNSTAMPED))
         elif folder is None:
-            statuses.append(TargetStatus(path_text, STALE, (TARGET,)))
+            statuses.append(TargetStatus(path, STALE, (TARGET,)))
         else:
-            statuses.append(_status(path_text, basis.governance, folder.for_item(basis.item),
-                                    resolver.failed_plugins))
+            statuses.append(judge.status(path, basis.governance, folder.for_item(basis.item)))
     return statuses
 
 
-def _status(path: str, basis: Governance, now: Governance, failed: Iterable[str]
-            ) -> TargetStatus:
-    moved = set(compare(_ref(basis), _ref(now)).moved())
-    moved.update(basis.unknown, now.unknown)
-    for plugin in failed:
-        vouched = [c for c, who in basis.contributors.items() if plugin in who]
-        # A plugin that raised and had vouched for nothing here may have been about
-        # to vouch for anything: no component can be called current.
-        moved.update(vouched or GOVERNANCE)
-    ordered = tuple(c for c in GOVERNANCE if c in moved)
-    return TargetStatus(path, STALE if ordered else CURRENT, ordered)
+class _Judge:
+    """Compares bases with governance now. Thousands of targets share a few of each
+    (one decoded basis per stored governance, one governance per folder and work
+    item), so each pair of objects is compared once."""
+
+    def __init__(self, failed: Mapping[str, str]) -> None:
+        self._failed = tuple(failed)
+        # Keyed by identity: both objects outlive the judging (the entries and the
+        # resolver's folders hold them), so an id is never reused meanwhile.
+        self._seen: dict[tuple[int, int], tuple[str, ...]] = {}
+
+    def status(self, path: str, basis: Governance, now: Governance) -> TargetStatus:
+        key = (id(basis), id(now))
+        moved = self._seen.get(key)
+        if moved is None:
+            moved = self._seen[key] = self._moved(basis, now)
+        return TargetStatus(path, STALE if moved else CURRENT, moved)
+
+    def _moved(self, basis: Governance, now: Governance) -> tuple[str, ...]:
+        moved = set(compare(_ref(basis), _ref(now)).moved())
+        moved.update(basis.unknown, now.unknown)
+        for plugin in self._failed:
+            vouched = [c for c, who in basis.contributors.items() if plugin in who]
+            # A plugin that raised and had vouched for nothing here may have been about
+            # to vouch for anything: no component can be called current.
+            moved.update(vouched or GOVERNANCE)
+        return tuple(c for c in GOVERNANCE if c in moved)
 
 
 def _ref(governance: Governance) -> Ref:
@@ -180,21 +198,34 @@ def _ref(governance: Governance) -> Ref:
                decisions=ids.get("decisions", ""))
 
 
-def _absolute(path: Path) -> Path:
+def _absolute(path: Path, folders: dict[str, str] | None = None) -> str:
     """``path`` absolute, its folders resolved: two spellings of one file meet at one
-    stamp, and a deleted target still has a name to be found by."""
-    path = Path(os.path.abspath(path))
-    return path.parent.resolve() / path.name
+    stamp, and a deleted target still has a name to be found by. ``folders`` keeps
+    each folder resolved once, for a call naming many files in few folders. Text,
+    not pathlib: a stamp of 10,000 files would spend more on Path objects than on I/O."""
+    folder, name = os.path.split(os.path.abspath(path))
+    known = None if folders is None else folders.get(folder)
+    if known is None:
+        known = os.path.realpath(folder)
+        if folders is not None:
+            folders[folder] = known
+    return os.path.join(known, name)
 
 
-def _located(paths: Sequence[Path]) -> list[tuple[Path, Path]]:
+def _located(paths: Sequence[Path]) -> list[tuple[str, str]]:
     """Each path made absolute with its repository's root; :class:`BadTarget` naming
     every path in no repository."""
     located, bad = [], []
+    folders: dict[str, str] = {}
+    roots: dict[str, str] = {}
     for given in paths:
-        path = _absolute(given)
+        path = _absolute(given, folders)
+        folder = os.path.dirname(path)
         try:
-            located.append((path, repository_root(path.parent, named=given)))
+            root = roots.get(folder)
+            if root is None:
+                root = roots[folder] = str(repository_root(Path(folder), named=given))
+            located.append((path, root))
         except HostcoreError as exc:
             bad.append(str(exc))
     if bad:
@@ -202,7 +233,7 @@ def _located(paths: Sequence[Path]) -> list[tuple[Path, Path]]:
     return located
 
 
-def _files(paths: Sequence[Path]) -> list[tuple[Path, Path]]:
+def _files(paths: Sequence[Path]) -> list[tuple[str, str]]:
     """:func:`_located`, each also an existing regular file."""
     located = _located(paths)
     bad = [f"{path}: {why}" for path, _ in located if (why := _not_a_file(path))]
@@ -211,13 +242,15 @@ def _files(paths: Sequence[Path]) -> list[tuple[Path, Path]]:
     return located
 
 
-def _not_a_file(path: Path) -> str | None:
+def _not_a_file(path: str) -> str | None:
     try:
-        if path.is_file():
+        if stat.S_ISREG(os.stat(path).st_mode):
             return None
+    except FileNotFoundError:
+        return "no such file" if not os.path.lexists(path) else "a dangling symlink"
     except OSError as exc:
         return exc.strerror or type(exc).__name__
-    return "no such file" if not os.path.lexists(path) else "not a regular file"
+    return "not a regular file"
 
 
 def _store(host: Host, *, read_only: bool = False) -> contextlib.closing[Stamps]:

@@ -2,9 +2,10 @@
 
 A target's governance point is the chain of folders from its repository's root
 (the nearest ancestor holding ``.git``) down to the folder holding it. Every
-plugin's ``hostcore_governance_inputs`` is asked once per folder for the members
-it vouches for, by component; the members of one component are folded into its
-identity with :func:`hostcore.export.ref.fold`, so an override in a folder between
+plugin's ``hostcore_governance_inputs`` is asked once per folder on that chain for
+the members it vouches for in that folder, by component; a folder's governance is
+its parent's plus its own, and the members of one component are folded into its
+identity with :func:`hostcore.export.ref.fold`. So an override in a folder between
 the target and the root moves the target, and a file in a sibling folder never does.
 
 A component a plugin cannot read now (an instruction file that is a FIFO, a
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -69,16 +70,7 @@ def repository_root(folder: Path, *, named: Path | None = None) -> Path:
                             f"it holds {REPO_MARKER}); the gate governs files of a repository")
 
 
-def folders_down(repo_root: Path, target_dir: Path) -> Iterator[Path]:
-    """``repo_root``, then each folder below it down to ``target_dir``."""
-    yield repo_root
-    folder = repo_root
-    for part in target_dir.relative_to(repo_root).parts:
-        folder = folder / part
-        yield folder
-
-
-def file_digest(path: Path) -> str | None:
+def file_digest(path: str | Path) -> str | None:
     """SHA-256 hex of the regular file at ``path``; ``""`` when nothing is there;
     ``None`` when something is there that cannot be read as a file (a folder, a FIFO,
     a dangling symlink, a permission refused)."""
@@ -101,33 +93,41 @@ def file_digest(path: Path) -> str | None:
 
 
 class Resolver:
-    """Resolves governance at folders for one command, once per folder.
+    """Resolves governance at folders for one command, each folder once.
 
+    The governance at a folder is its parent's combined with what every plugin
+    vouches for in the folder itself, so a check of 10,000 files in 1,000 folders
+    asks each plugin once per folder on their paths, and never once per file.
     Plugins that raise are recorded failed (:mod:`hostcore.plugin.calls`) and
     named in :attr:`failed_plugins`; what they vouched for is unknown from then on.
     """
 
     def __init__(self, host: Host) -> None:
         self._host = host
-        self._cache: dict[Path, Folder] = {}
+        self._cache: dict[str, Folder] = {}
         self.failed_plugins: dict[str, str] = {}  # name -> why, for the command to say
+        # Listed once: a plugin that fails is unregistered, and its caller then
+        # calls nothing, so the list stays right.
+        self._callers = list(callers(host.plugins, HOOK, order="registration"))
 
-    def at(self, target_dir: Path, repo_root: Path) -> Folder:
-        """The governance in force at ``target_dir`` of the repository at ``repo_root``."""
-        found = self._cache.get(target_dir)
+    def at(self, folder: str, repo_root: str) -> Folder:
+        """The governance in force at ``folder`` (absolute) of the repository at
+        ``repo_root``; paths as text, since a check asks once per target."""
+        found = self._cache.get(folder)
         if found is None:
-            found = self._cache[target_dir] = self._resolve(target_dir, repo_root)
+            parent = os.path.dirname(folder)
+            above = None if folder == repo_root or parent == folder \
+                else self.at(parent, repo_root)
+            found = self._cache[folder] = Folder.below(above, self._own(folder, repo_root))
         return found
 
-    def _resolve(self, target_dir: Path, repo_root: Path) -> Folder:
+    def _own(self, folder: str, repo_root: str) -> _Own:
+        """What every plugin vouches for in ``folder`` itself."""
         plugins = self._host.plugins
-        members: dict[str, Members] = {}
-        decisions: dict[str, dict[str, str]] = {}
-        unknown: set[str] = set()
-        contributors: dict[str, set[str]] = {}
-        for name, call in list(callers(plugins, HOOK, order="registration")):
-            ok, result = guarded(plugins, name, HOOK, call, target_dir=target_dir,
-                                 repo_root=repo_root, host=self._host)
+        own = _Own()
+        for name, call in self._callers:
+            ok, result = guarded(plugins, name, HOOK, call, target_dir=Path(folder),
+                                 repo_root=Path(repo_root), host=self._host)
             if not ok:
                 self.failed_plugins[name] = _why(plugins.infos.get(name))
                 continue
@@ -139,39 +139,82 @@ class Resolver:
                 failed(plugins, name, HOOK, exc)
                 self.failed_plugins[name] = str(exc)
                 continue
-            for component, given in contribution.items():
-                contributors.setdefault(component, set()).add(name)
-                if given is None:
-                    unknown.add(component)
-                elif component == "decisions":
-                    for ref, digest in given.items():
-                        decisions.setdefault(ref, {})[name] = digest
-                else:
-                    into = members.setdefault(component, {})
-                    for member, digest in given.items():
-                        into[member if name == BUILTIN else f"{name}:{member}"] = digest
+            own.add(name, contribution)
+        return own
+
+
+class _Own:
+    """The members plugins vouch for in one folder, by component."""
+
+    def __init__(self) -> None:
+        self.members: dict[str, Members] = {}
+        self.decisions: dict[str, dict[str, str]] = {}  # ref -> plugin -> digest
+        self.unknown: set[str] = set()
+        self.contributors: dict[str, set[str]] = {}
+
+    def add(self, plugin: str, contribution: Contribution) -> None:
+        for component, given in contribution.items():
+            self.contributors.setdefault(component, set()).add(plugin)
+            if given is None:
+                self.unknown.add(component)
+            elif component == "decisions":
+                for ref, digest in given.items():
+                    self.decisions.setdefault(ref, {})[plugin] = digest
+            else:
+                into = self.members.setdefault(component, {})
+                for member, digest in given.items():
+                    into[member if plugin == BUILTIN else f"{plugin}:{member}"] = digest
+
+
+class Folder:
+    """The governance in force at one folder, before it is narrowed to a target's work
+    item. Folders below one share what they do not add to (its decisions, mostly)."""
+
+    __slots__ = ("_narrowed", "contributors", "decisions", "identities", "members", "unknown")
+
+    def __init__(self, members: dict[str, Members], decisions: dict[str, dict[str, str]],
+                 unknown: frozenset[str], contributors: dict[str, frozenset[str]]) -> None:
+        self.members = members
+        self.decisions = decisions
+        self.unknown = tuple(c for c in GOVERNANCE if c in unknown)
+        self.contributors = {c: tuple(sorted(contributors[c]))
+                             for c in GOVERNANCE if c in contributors}
         # A component someone contributed to is a claim, even with no member (an
         # empty fold): a CLAUDE.md added later then moves it.
-        identities = {c: fold(members.get(c, {})) if c in contributors and c not in unknown
-                      else "" for c in GOVERNANCE if c != "decisions"}
-        return Folder(identities=identities, decisions=decisions,
-                      unknown=tuple(c for c in GOVERNANCE if c in unknown),
-                      contributors={c: tuple(sorted(contributors[c]))
-                                    for c in GOVERNANCE if c in contributors})
+        self.identities = {c: fold(members.get(c, {}))
+                           if c in contributors and c not in unknown else ""
+                           for c in GOVERNANCE if c != "decisions"}
+        self._narrowed: dict[str | None, Governance] = {}
 
-
-class Folder(msgspec.Struct, frozen=True, kw_only=True):
-    """The governance in force at one folder, before it is narrowed to a target's work
-    item: ``decisions`` maps each work-item ref to the digest each plugin gave it."""
-
-    identities: dict[str, str]
-    decisions: dict[str, dict[str, str]]
-    unknown: tuple[str, ...]
-    contributors: dict[str, tuple[str, ...]]
+    @classmethod
+    def below(cls, above: Folder | None, own: _Own) -> Folder:
+        """The governance at a folder: ``above`` (its parent's; ``None`` at the root)
+        with the folder's own members added, an unknown above staying unknown."""
+        if above is None:
+            return cls(own.members, own.decisions, frozenset(own.unknown),
+                       {c: frozenset(w) for c, w in own.contributors.items()})
+        members = {c: {**above.members.get(c, {}), **own.members.get(c, {})}
+                   if c in own.members else above.members[c]
+                   for c in above.members.keys() | own.members.keys()}
+        decisions = above.decisions
+        if own.decisions:
+            decisions = {**above.decisions}
+            for ref, given in own.decisions.items():
+                decisions[ref] = {**decisions.get(ref, {}), **given}
+        contributors = {c: frozenset(above.contributors.get(c, ()))
+                        | own.contributors.get(c, set())
+                        for c in above.contributors.keys() | own.contributors.keys()}
+        return cls(members, decisions, frozenset(above.unknown) | own.unknown, contributors)
 
     def for_item(self, item: str | None) -> Governance:
         """This governance for a target written for work item ``item``: its decisions
         are that item's alone ("" when the item is unknown: no claim either way)."""
+        found = self._narrowed.get(item)
+        if found is None:
+            found = self._narrowed[item] = self._narrow(item)
+        return found
+
+    def _narrow(self, item: str | None) -> Governance:
         identities = dict(self.identities)
         if item is None or "decisions" in self.unknown or "decisions" not in self.contributors:
             identities["decisions"] = ""

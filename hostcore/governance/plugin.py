@@ -14,6 +14,7 @@ relative to the repository's root.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -21,6 +22,7 @@ import msgspec
 from hostcore.plugin.markers import hookimpl
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from pathlib import Path
 
     import click
@@ -36,6 +38,9 @@ class GovernanceSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=Tru
 
     context_files: list[str] = msgspec.field(default_factory=list)
     terms: list[str] = msgspec.field(default_factory=list)
+    # Read by the gate's hook face (hostcore.governance.hook): false turns the Stop
+    # check off. Declared here too, so a misspelt key is still refused.
+    gate: bool = True
 
 
 @hookimpl
@@ -43,40 +48,34 @@ def hostcore_governance_inputs(target_dir: Path, repo_root: Path, host: Host
                                ) -> dict[str, dict[str, str] | None]:
     settings = host.plugin_config("governance", GovernanceSettings)
     names = tuple(dict.fromkeys((*CONTEXT_FILES, *settings.context_files)))
-    return {"context": _context(target_dir, repo_root, names),
-            "terms": _terms(repo_root, settings.terms),
-            "decisions": host.ledger.decision_members()}
+    found = {"context": _context(target_dir, repo_root, names)}
+    if target_dir == repo_root:  # the repository's own: said once, at its root
+        found["terms"] = _members(str(repo_root), settings.terms)
+        found["decisions"] = host.ledger.decision_members()
+    return found
 
 
-def _context(target_dir: Path, repo_root: Path, names: tuple[str, ...]
+def _context(folder: Path, repo_root: Path, names: tuple[str, ...]) -> dict[str, str] | None:
+    """The instruction files in ``folder`` itself, keyed by their path in the
+    repository; ``None`` when one of them cannot be read."""
+    prefix = os.path.relpath(folder, repo_root)
+    return _members(str(folder), names, prefix="" if prefix == "." else f"{prefix}/")
+
+
+def _members(folder: str, relatives: Sequence[str], *, prefix: str = ""
              ) -> dict[str, str] | None:
-    """The instruction files from the root down to ``target_dir``, keyed by their path
-    in the repository; ``None`` when one of them cannot be read."""
+    """``{prefix + name: digest}`` of the files that exist; ``None`` when one cannot be
+    read. Paths as text: this runs once per folder of a check, pathlib costs more."""
     # Imported here: a host loads this plugin on every build, the gate only when used.
-    from hostcore.governance.inputs import file_digest, folders_down
-
-    members = {}
-    for folder in folders_down(repo_root, target_dir):
-        for name in names:
-            digest = file_digest(folder / name)
-            if digest is None:
-                return None
-            if digest:
-                members[(folder / name).relative_to(repo_root).as_posix()] = digest
-    return members
-
-
-def _terms(repo_root: Path, relatives: list[str]) -> dict[str, str] | None:
-    """The configured terminology files that exist; ``None`` when one cannot be read."""
     from hostcore.governance.inputs import file_digest
 
     members = {}
     for relative in relatives:
-        digest = file_digest(repo_root / relative)
+        digest = file_digest(os.path.join(folder, relative))
         if digest is None:
             return None
         if digest:
-            members[relative] = digest
+            members[prefix + relative] = digest
     return members
 
 

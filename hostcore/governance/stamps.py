@@ -14,8 +14,9 @@ its targets again) but never leave this file: logs and telemetry carry counts.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -31,12 +32,18 @@ VERDICT = "verdict"
 APPROVED = "approved"
 REJECTED = "rejected"
 
+# Targets stamped under one governance share one row of `governances` (its JSON):
+# 10,000 stamps of one tree hold a few distinct ones, so a check decodes a few.
 _SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS governances (id INTEGER PRIMARY KEY, body BLOB NOT NULL "
+    "UNIQUE)",
     "CREATE TABLE IF NOT EXISTS bases (path TEXT NOT NULL, kind TEXT NOT NULL, "
     "repo TEXT NOT NULL, seq INTEGER NOT NULL, at TEXT NOT NULL, session TEXT, item TEXT, "
-    "verdict TEXT, governance BLOB NOT NULL, PRIMARY KEY (path, kind))",
+    "verdict TEXT, governance INTEGER NOT NULL REFERENCES governances (id), "
+    "PRIMARY KEY (path, kind))",
     "CREATE INDEX IF NOT EXISTS bases_repo ON bases (repo)",
     "CREATE INDEX IF NOT EXISTS bases_seq ON bases (seq)",
+    "CREATE INDEX IF NOT EXISTS bases_session ON bases (session) WHERE session IS NOT NULL",
 )
 _COLUMNS = "path, kind, repo, seq, at, session, item, verdict, governance"
 _encode = msgspec.json.Encoder().encode
@@ -122,10 +129,18 @@ class Stamps:
         with db:
             db.execute("BEGIN IMMEDIATE")
             (seq,) = db.execute("SELECT COALESCE(MAX(seq), 0) FROM bases").fetchone()
+            ids: dict[bytes, int] = {}
+            rows = []
+            for i, n in enumerate(new, start=1):
+                body = _encode(n.governance)
+                gid = ids.get(body)
+                if gid is None:
+                    gid = ids[body] = _governance_id(db, body)
+                rows.append((n.path, kind, n.repo, seq + i, at, n.session, n.item, n.verdict,
+                             gid))
             db.executemany(
                 f"INSERT OR REPLACE INTO bases ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(n.path, kind, n.repo, seq + i, at, n.session, n.item, n.verdict,
-                  _encode(n.governance)) for i, n in enumerate(new, start=1)])
+                rows)
 
     def forget(self, paths: Iterable[str]) -> int:
         """Drop every stamp and verdict of ``paths``; how many targets had any."""
@@ -137,6 +152,9 @@ class Stamps:
             found = sum(db.execute("SELECT COUNT(DISTINCT path) FROM bases WHERE path = ?",
                                    (p,)).fetchone()[0] for p in wanted)
             db.executemany("DELETE FROM bases WHERE path = ?", [(p,) for p in wanted])
+            # The governances no basis names any more (a restamp leaves its old one).
+            db.execute("DELETE FROM governances WHERE id NOT IN "
+                       "(SELECT DISTINCT governance FROM bases)")
         return int(found)
 
     def entries(self, paths: Iterable[str]) -> dict[str, Entry]:
@@ -147,38 +165,43 @@ class Stamps:
         rows: list[tuple[object, ...]] = []
         for path in set(paths):
             rows.extend(db.execute(f"SELECT {_COLUMNS} FROM bases WHERE path = ?", (path,)))
-        return _entries(rows)
+        return _entries(db, rows)
 
     def in_repository(self, repo: str) -> dict[str, Entry]:
         """Every entry of the repository rooted at ``repo``."""
         db = self._connect()
         if db is None:
             return {}
-        return _entries(db.execute(f"SELECT {_COLUMNS} FROM bases WHERE repo = ?", (repo,)))
+        return _entries(db, db.execute(f"SELECT {_COLUMNS} FROM bases WHERE repo = ?",
+                                       (repo,)).fetchall())
 
     def stamped_by(self, session: str) -> dict[str, Entry]:
         """Every entry whose latest stamp was made by ``session``."""
         db = self._connect()
         if db is None:
             return {}
-        return _entries(db.execute(
+        return _entries(db, db.execute(
             f"SELECT {_COLUMNS} FROM bases WHERE path IN (SELECT path FROM bases "
-            "WHERE kind = ? AND session = ?)", (STAMP, session)))
+            "WHERE session = ? AND kind = ?)", (session, STAMP)).fetchall())
 
 
-def _entries(rows: Iterable[Sequence[object]]) -> dict[str, Entry]:
+def _governance_id(db: sqlite3.Connection, body: bytes) -> int:
+    db.execute("INSERT OR IGNORE INTO governances (body) VALUES (?)", (body,))
+    (gid,) = db.execute("SELECT id FROM governances WHERE body = ?", (body,)).fetchone()
+    return int(gid)
+
+
+def _entries(db: sqlite3.Connection, rows: Iterable[Sequence[Any]]) -> dict[str, Entry]:
     stamps: dict[str, Basis] = {}
     verdicts: dict[str, Basis] = {}
-    for basis in _bases(rows):
-        (stamps if basis.kind == STAMP else verdicts)[basis.path] = basis
+    decoded: dict[int, Governance] = {}
+    for path, kind, repo, seq, at, session, item, verdict, gid in rows:
+        governance = decoded.get(gid)
+        if governance is None:
+            (body,) = db.execute("SELECT body FROM governances WHERE id = ?", (gid,)).fetchone()
+            governance = decoded[gid] = _decode(body)
+        basis = Basis(path=path, kind=kind, repo=repo, seq=seq, at=at, governance=governance,
+                      session=session, item=item, verdict=verdict)
+        (stamps if kind == STAMP else verdicts)[path] = basis
     return {path: Entry(path=path, stamp=stamps.get(path), verdict=verdicts.get(path))
             for path in sorted(stamps.keys() | verdicts.keys())}
-
-
-def _bases(rows: Iterable[Sequence[object]]) -> Iterator[Basis]:
-    for path, kind, repo, seq, at, session, item, verdict, governance in rows:
-        yield Basis(path=str(path), kind=str(kind), repo=str(repo), seq=int(str(seq)),
-                    at=str(at), governance=_decode(governance),  # type: ignore[arg-type]
-                    session=None if session is None else str(session),
-                    item=None if item is None else str(item),
-                    verdict=None if verdict is None else str(verdict))

@@ -351,27 +351,32 @@ def hostcore_governance_inputs(target_dir: Path, repo_root: Path, host: Host
     """Contribute governing inputs at one folder of a repository, for the staleness gate.
 
     ``hostcore stamp``, ``check`` and ``approve`` ask every implementation once per
-    folder holding a target (``target_dir``, absolute, inside ``repo_root``, the
-    folder holding ``.git``). Return ``None``, or a mapping of governance components
-    (``context``, ``terms``, ``decisions``) to the members you vouch for there:
-    ``{member name: digest}`` of text, no NUL or newline, each digest at most 256
-    characters. Map a component to ``None`` when its input cannot be read now (the
-    component is then unknown, never current). The gate folds each component's
-    members with ``hostcore.export.ref.fold`` (a third party's member names prefixed
-    with its plugin's name) and compares through ``hostcore.export.ref.compare``, so
-    a member that changes moves its component and every target stamped under it goes
-    stale. ``decisions`` members are keyed by work-item ref: a target counts only its
-    own item's. Be quick and read only what the folder's governance depends on: a
-    check of 10,000 files calls it once per folder. One that raises or returns
-    something else fails its plugin; the gate still answers, and the components it
-    had vouched for are unknown.
+    folder on the way from the repository's root (``repo_root``, the folder holding
+    ``.git``) down to each target's folder, ``target_dir`` (absolute; the root
+    itself first). Return ``None``, or a mapping of governance components
+    (``context``, ``terms``, ``decisions``) to the members you vouch for *in that
+    folder*: ``{member name: digest}`` of text, no NUL or newline, each digest at
+    most 256 characters. A target is governed by the members of every folder on its
+    path, so a folder's own override counts for what is below it and a sibling's
+    never does; say a repository-wide input once, when ``target_dir == repo_root``.
+    Map a component to ``None`` when its input cannot be read now: the component is
+    then unknown, never current, in that folder and below it. The gate folds each
+    component's members with ``hostcore.export.ref.fold`` (a third party's member
+    names prefixed with its plugin's name) and compares through
+    ``hostcore.export.ref.compare``, so a member that changes moves its component
+    and every target stamped under it goes stale. ``decisions`` members are keyed
+    by work-item ref: a target counts only its own item's. Be quick: a check of
+    10,000 files in 1,000 folders calls it about a thousand times. One that raises
+    or returns something else fails its plugin; the gate still answers, and the
+    components it had vouched for are unknown.
 
     Example::
 
         @hookimpl
         def hostcore_governance_inputs(target_dir, repo_root, host):
-            style = repo_root / "STYLE.md"
-            return {"terms": {"style": digest_of(style)}}
+            if target_dir != repo_root:
+                return None
+            return {"terms": {"style": digest_of(repo_root / "STYLE.md")}}
 
     .. versionadded:: 0.2.6
     """

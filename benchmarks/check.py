@@ -1,0 +1,153 @@
+"""Benchmark: ``hostcore check`` over many stamped files.
+
+A repository of N files (10,000 by default) in N/10 folders (1,000), two levels
+deep, with a ``CLAUDE.md`` at the top and in every tenth folder; every file
+stamped (setup, timed once for information). Measured, over ``--repeat``
+interleaved runs (default 5), as the median, min and max wall time:
+
+* ``hostcore check --json`` as a process in the repository (every stamped target
+  of it), against the goal of 1 s;
+* ``python -c pass`` (the interpreter's start, the floor of any command) and a
+  raw pass over the same files: one ``stat`` per target and one read of each
+  folder's instruction files, what the check cannot do without; each printed
+  as the check's ratio to it.
+
+Then the check once more after one folder's ``CLAUDE.md`` changed (its targets go
+stale), and the peak memory of the check processes (largest child RSS).
+
+Usage: ``python benchmarks/check.py [--files N] [--repeat R] [--quick]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from hostcore.governance import stamp_targets
+from hostcore.host import Host
+
+GOAL_SECONDS = 1.0
+FILES_PER_FOLDER = 10
+FOLDERS_PER_GROUP = 10
+
+
+def plant(repo: Path, files: int) -> list[Path]:
+    """The repository's folders and files (setup only, not measured)."""
+    (repo / ".git").mkdir(parents=True)
+    (repo / "CLAUDE.md").write_text("use tabs\n")
+    targets = []
+    for n in range(max(1, files // FILES_PER_FOLDER)):
+        folder = repo / f"group{n // FOLDERS_PER_GROUP}" / f"pkg{n}"
+        folder.mkdir(parents=True)
+        if n % 10 == 0:
+            (folder / "CLAUDE.md").write_text(f"rules of pkg{n}\n")
+        for f in range(FILES_PER_FOLDER):
+            path = folder / f"m{f}.py"
+            path.write_text(f"value = {f}\n")
+            targets.append(path)
+    return targets
+
+
+def env() -> dict[str, str]:
+    found = {k: v for k, v in os.environ.items() if not k.startswith("HOSTCORE_")}
+    found["HOSTCORE_LOAD_PLUGINS"] = ""  # the built-in inputs only
+    return found
+
+
+def run_check(root: Path, repo: Path) -> tuple[float, dict[str, int]]:
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "hostcore", "--root", str(root), "check",
+                           "--json"], cwd=repo, env=env(), capture_output=True, text=True,
+                          check=False)
+    wall = time.perf_counter() - started
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"hostcore check failed ({done.returncode}): {done.stderr[-2000:]}")
+    statuses: dict[str, int] = {}
+    for target in json.loads(done.stdout)["targets"]:
+        statuses[target["status"]] = statuses.get(target["status"], 0) + 1
+    return wall, statuses
+
+
+def python_pass() -> float:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    return time.perf_counter() - started
+
+
+def raw_pass(repo: Path, targets: list[Path]) -> float:
+    """A stat per target and one read of each folder's instruction files on its path."""
+    started = time.perf_counter()
+    seen: set[Path] = set()
+    for path in targets:
+        os.stat(path)
+        folder = path.parent
+        if folder in seen:
+            continue
+        seen.add(folder)
+        for at in (repo, folder.parent, folder):
+            for name in ("CLAUDE.md", "AGENTS.md"):
+                try:
+                    (at / name).read_bytes()
+                except FileNotFoundError:
+                    pass
+    return time.perf_counter() - started
+
+
+def spread(samples: list[float]) -> str:
+    return (f"median {statistics.median(samples):.3f} s (min {min(samples):.3f} s, "
+            f"max {max(samples):.3f} s)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", type=int, default=10_000)
+    parser.add_argument("--quick", action="store_true", help="1,000 files, 3 runs")
+    parser.add_argument("--repeat", type=int, default=5,
+                        help="interleaved runs (median, min, max)")
+    args = parser.parse_args(argv)
+    files = 1_000 if args.quick else args.files
+    repeat = 3 if args.quick else max(5, args.repeat)
+    with tempfile.TemporaryDirectory() as tmp:
+        repo, root = Path(tmp) / "repo", Path(tmp) / "state"
+        targets = plant(repo, files)
+        folders = len({t.parent for t in targets})
+        started = time.perf_counter()
+        with Host(root=root, load_entrypoints=False, env={}) as host:
+            stamp_targets(host, targets)
+        stamp_seconds = time.perf_counter() - started
+        print(f"hostcore check: {len(targets):,} stamped files in {folders:,} folders "
+              f"(stamping them all in-process: {stamp_seconds:.2f} s)")
+        checks, floors, raws = [], [], []
+        statuses: dict[str, int] = {}
+        for _ in range(repeat):
+            floors.append(python_pass())
+            raws.append(raw_pass(repo, targets))
+            wall, statuses = run_check(root, repo)
+            checks.append(wall)
+        median = statistics.median(checks)
+        verdict = "PASS" if median <= GOAL_SECONDS else "MISS"
+        print(f"  check --json            {spread(checks)}  goal <= {GOAL_SECONDS:.0f} s: "
+              f"{verdict}  ({', '.join(f'{n:,} {s}' for s, n in sorted(statuses.items()))})")
+        print(f"  python -c pass          {spread(floors)}  ratio "
+              f"{median / statistics.median(floors):.1f}x")
+        print(f"  raw stat + reads        {spread(raws)}  ratio "
+              f"{median / statistics.median(raws):.1f}x")
+        (repo / "group0" / "pkg0" / "CLAUDE.md").write_text("rules of pkg0, changed\n")
+        wall, statuses = run_check(root, repo)
+        print(f"  after one folder's CLAUDE.md changed: {wall:.3f} s "
+              f"({statuses.get('stale', 0):,} stale)")
+        peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        print(f"  peak memory of a check process: {peak_kib / 1024:.1f} MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -60,8 +60,9 @@ svg text { font: 11px system-ui, sans-serif; fill: #333; }
 
 
 def render(reports: Sequence[Report], *, filters: str, prices_as_of: str) -> str:
-    """The page of ``reports`` (the first should be cut by day: it gives the stacked
-    charts), with ``filters`` (what the reports were limited to) said at the top."""
+    """The page of ``reports``, each a section: a report cut by day gets the columns
+    of tokens and of cost, any other the bars; ``filters`` (what the reports were
+    limited to) and the prices' date are said at the top."""
     models = sorted({model for report in reports for entry in report.entries
                      for model in entry.models})
     colours = {model: _PALETTE[n % len(_PALETTE)] for n, model in enumerate(models)}
@@ -89,7 +90,7 @@ def _text(value: str) -> str:
     return html.escape(_UNWRITABLE.sub("\ufffd", value), quote=True)
 
 
-def _number(tokens: Tokens) -> int:
+def _all_tokens(tokens: Tokens) -> int:
     return (tokens.input_tokens + tokens.output_tokens + tokens.cache_creation_input_tokens
             + tokens.cache_read_input_tokens)
 
@@ -111,7 +112,7 @@ def _legend(models: list[str], colours: dict[str, str]) -> str:
 
 def _columns(report: Report, colours: dict[str, str], measure: str) -> str:
     """Days side by side, each a column stacked by model, of tokens or of cost."""
-    value = _number if measure == "tokens" else _cost
+    value = _all_tokens if measure == "tokens" else _cost
     top = max((value(entry) for entry in report.entries), default=0) or 1
     left, bottom, height = 70, 40, _BAR_CHART_HEIGHT
     plot = _CHART_WIDTH - left - 10
@@ -151,15 +152,15 @@ def _columns(report: Report, colours: dict[str, str], measure: str) -> str:
 
 def _tip(tokens: Tokens, measure: str) -> str:
     if measure == "tokens":
-        return f"{_number(tokens):,} tokens"
+        return f"{_all_tokens(tokens):,} tokens"
     return f"{_shown_cost(tokens.cost_usd)} USD"
 
 
 def _bars(report: Report, colours: dict[str, str]) -> str:
     """One horizontal bar of tokens per entry, stacked by model, its cost beside it;
     the largest :data:`_MAX_BARS` only (the table lists every entry)."""
-    shown = sorted(report.entries, key=lambda e: (-_number(e), e.key))[:_MAX_BARS]
-    top = max((_number(entry) for entry in shown), default=0) or 1
+    shown = sorted(report.entries, key=lambda e: (-_all_tokens(e), e.key))[:_MAX_BARS]
+    top = max((_all_tokens(entry) for entry in shown), default=0) or 1
     left, right = 330, 170
     plot = _CHART_WIDTH - left - right
     height = _ROW_HEIGHT * len(shown) + 24
@@ -173,7 +174,7 @@ def _bars(report: Report, colours: dict[str, str]) -> str:
                    f"{_text(_tail(entry.key))}</text>")
         x = float(left)
         for model in sorted(entry.models):
-            part = _number(entry.models[model])
+            part = _all_tokens(entry.models[model])
             if part <= 0:
                 continue
             wide = plot * part / top
@@ -181,7 +182,7 @@ def _bars(report: Report, colours: dict[str, str]) -> str:
                        f'height="{_ROW_HEIGHT - 6}" fill="{colours[model]}">'
                        f"<title>{_text(model)}: {part:,} tokens</title></rect>")
             x += wide
-        out.append(f'<text x="{x + 6:.1f}" y="{y + 14}">{_number(entry):,} tokens, '
+        out.append(f'<text x="{x + 6:.1f}" y="{y + 14}">{_all_tokens(entry):,} tokens, '
                    f"{_shown_cost(entry.cost_usd)} USD</text>")
     out.append("</svg>")
     return "\n".join(out)

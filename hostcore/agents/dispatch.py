@@ -47,7 +47,7 @@ MAX_INPUT_BYTES = 4 << 20
 INDEX_FILE = os.path.join("agents", "plugin-index.json")
 STAMPS_DIR = os.path.join("agents", "stamps")
 # Part of the index's signature: an index written in another layout is rebuilt.
-INDEX_FORMAT = 2
+INDEX_FORMAT = 3
 # The loader's and the host's variables (hostcore.plugin.loader, hostcore.host), named
 # here so that this module imports neither; tests/test_agent_hook_dispatch.py checks.
 ENV_ALLOW = "HOSTCORE_LOAD_PLUGINS"
@@ -198,7 +198,7 @@ def _called_within(root: str, plugin: str, session_id: str, seconds: float,
 
 def _wants(interest: object, fields: Mapping[str, object]) -> bool:
     if not isinstance(interest, dict):
-        return True  # declared nothing: every event
+        return True  # not a declaration this module knows: every event
     name = fields["hook_event_name"]
     events = interest.get("events")
     if isinstance(events, list) and name not in events:
@@ -218,16 +218,28 @@ def due_plugins(found: Mapping[str, object], fields: Mapping[str, object], root:
     names = [*_names(found.get("builtins")), *_names(found.get("plugins"))]
     due = []
     for plugin in names:
-        interest = interests.get(plugin)
-        if not _wants(interest, fields):
+        declared = interests.get(plugin)
+        if not isinstance(declared, list):
+            due.append(plugin)  # declared nothing: every event
             continue
-        every = interest.get("every_seconds") if isinstance(interest, dict) else None
-        seconds = every.get(fields["hook_event_name"]) if isinstance(every, dict) else None
-        if isinstance(seconds, (int, float)) and _called_within(
-                root, plugin, str(fields["session_id"]), float(seconds), now):
+        wanting = [i for i in declared if _wants(i, fields)]
+        if not wanting:
+            continue
+        # Skipped within an interval only when every declaration wanting the event has
+        # one: a hookimpl that wants each call gets each call.
+        intervals = [_interval(i, fields["hook_event_name"]) for i in wanting]
+        if all(s is not None for s in intervals) and _called_within(
+                root, plugin, str(fields["session_id"]),
+                min(s for s in intervals if s is not None), now):
             continue
         due.append(plugin)
     return due
+
+
+def _interval(interest: object, event: object) -> float | None:
+    every = interest.get("every_seconds") if isinstance(interest, dict) else None
+    seconds = every.get(event) if isinstance(every, dict) else None
+    return float(seconds) if isinstance(seconds, (int, float)) else None
 
 
 def _names(value: object) -> list[str]:
@@ -239,8 +251,8 @@ def throttled(found: Mapping[str, object]) -> set[str]:
     interests = found.get("interests")
     if not isinstance(interests, dict):
         return set()
-    return {name for name, interest in interests.items()
-            if isinstance(interest, dict) and interest.get("every_seconds")}
+    return {name for name, declared in interests.items() if isinstance(declared, list)
+            and any(isinstance(i, dict) and i.get("every_seconds") for i in declared)}
 
 
 def stamp(root: str, plugins: Iterable[str], session_id: str, now: float) -> None:

@@ -51,13 +51,13 @@ class Interest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 class PluginIndex(msgspec.Struct, frozen=True):
     """The plugins implementing :data:`HOOK` or :data:`GATE_HOOK`, for one set of
     installed plugins (``signature``): ``plugins`` the entry-point ones, ``builtins``
-    the host's own, ``interests`` what each declared (a plugin absent from it takes
-    every event)."""
+    the host's own, ``interests`` what each declared, one per hookimpl (a plugin
+    absent from it takes every event)."""
 
     signature: str
     plugins: tuple[str, ...]
     builtins: tuple[str, ...] = ()
-    interests: dict[str, Interest] = {}
+    interests: dict[str, tuple[Interest, ...]] = {}
 
 
 def build(plugins: PluginSet, expected: str) -> PluginIndex:
@@ -74,38 +74,20 @@ def build(plugins: PluginSet, expected: str) -> PluginIndex:
              for impl in getattr(plugins.pm.hook, GATE_HOOK).get_hookimpls()]
     for impl in getattr(plugins.pm.hook, INPUTS_HOOK).get_hookimpls() if gates else ():
         declared.setdefault(impl.plugin_name, []).extend(gates)
+    # A plugin with a hookimpl that declared nothing takes every event: what it left
+    # undeclared may want any.
     interests = {}
     for name, found in declared.items():
-        # A plugin that declared for one of its two hooks but not the other takes
-        # every event: what it left undeclared may want any.
-        if all(isinstance(interest, AgentInterest) for interest in found):
-            interests[name] = _union([i for i in found if i is not None])
+        kept = [Interest(events=i.events, tools=i.tools, every_seconds=i.every_seconds)
+                for i in found if isinstance(i, AgentInterest)]
+        if len(kept) == len(found):
+            interests[name] = tuple(kept)
     infos = plugins.infos
     return PluginIndex(
         expected,
         tuple(sorted(n for n in declared if n in infos and infos[n].status == "loaded")),
         tuple(n for n in infos if n in declared and infos[n].status == "builtin"),
         interests)
-
-
-def _union(found: list[AgentInterest]) -> Interest:
-    events: set[str] | None = set()
-    tools: set[str] | None = set()
-    every: dict[str, float] = {}
-    for interest in found:
-        events = None if events is None or interest.events is None \
-            else events | set(interest.events)
-        tools = None if tools is None or interest.tools is None else tools | set(interest.tools)
-        for name, seconds in interest.every_seconds.items():
-            every[name] = min(seconds, every.get(name, seconds))
-    # An interval holds only when every declaration wanting that event has it: a hook
-    # wanting each call wins.
-    every = {name: seconds for name, seconds in every.items()
-             if all(name in interest.every_seconds for interest in found
-                    if interest.events is None or name in interest.events)}
-    return Interest(events=None if events is None else tuple(sorted(events)),
-                    tools=None if tools is None else tuple(sorted(tools)),
-                    every_seconds=every)
 
 
 def write(root: Path, index: PluginIndex) -> None:

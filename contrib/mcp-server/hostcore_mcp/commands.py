@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import sys
+from typing import TYPE_CHECKING, Any
+
 import click
 from click.core import ParameterSource
 
 from hostcore.host import Host, resolve_root
 from hostcore.plugin.cli import HostFactory
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+    from hostcore_mcp.session import ServedRoot
 
 # Where the token is read from when --token is not given (kept out of `ps` output).
 ENV_TOKEN = "HOSTCORE_MCP_TOKEN"
@@ -39,20 +47,13 @@ def mcp_command(ctx: click.Context, address: str | None, allow_remote: bool,
     if factory is None:
         raise click.UsageError("this command must run under the hostcore CLI")
     token = token if token is not None else factory.env.get(ENV_TOKEN) or None
-    # The MCP SDK loads here, not at the top: importing it takes a second or more, and
-    # `hostcore --help` imports this module to list the command.
-    from hostcore_mcp.http import AddressError, check_listen, parse_address, serve
-    from hostcore_mcp.server import build_server
+    # What serves loads here, not at the top: `hostcore --help` imports this module to
+    # list the command. The MCP SDK takes a second or more to import: over stdio it
+    # loads beside the client's first message (hostcore_mcp.stdio), over HTTP at once.
     from hostcore_mcp.session import ServedRoot
 
-    listen = None
-    if address is not None:
-        try:
-            listen = parse_address(address)
-            check_listen(listen[0], allow_remote=allow_remote, token=token)
-        except AddressError as exc:
-            raise click.UsageError(str(exc)) from None
-    elif allow_remote or ctx.get_parameter_source("token") is ParameterSource.COMMANDLINE:
+    if address is None and (allow_remote or ctx.get_parameter_source("token")
+                            is ParameterSource.COMMANDLINE):
         raise click.UsageError("--allow-remote and --token apply to --http only")
 
     def build() -> Host:
@@ -60,16 +61,39 @@ def mcp_command(ctx: click.Context, address: str | None, allow_remote: bool,
                     plugin_set=factory.plugin_set, read_only=True)
 
     served = ServedRoot(resolve_root(factory.root, factory.env), build)
-    server = build_server(served)
     try:
-        if listen is None:
-            server.run("stdio")
-            return
-        app = server.streamable_http_app(host=listen[0])
-        try:
-            serve(app, *listen, token=token,
-                  announce=lambda url: click.echo(f"hostcore mcp: serving {url}", err=True))
-        except AddressError as exc:
-            raise click.ClickException(str(exc)) from None
+        if address is None:
+            _serve_stdio(served)
+        else:
+            _serve_http(served, address, allow_remote=allow_remote, token=token)
     finally:
         served.close()
+
+
+def _serve_stdio(served: ServedRoot) -> None:
+    from hostcore_mcp import stdio
+
+    def load() -> MCPServer[Any]:
+        from hostcore_mcp.server import build_server
+
+        return build_server(served)
+
+    stdio.serve(sys.stdin.buffer, sys.stdout.fileno(), load)
+
+
+def _serve_http(served: ServedRoot, address: str, *, allow_remote: bool,
+                token: str | None) -> None:
+    from hostcore_mcp.http import AddressError, check_listen, parse_address, serve
+    from hostcore_mcp.server import build_server
+
+    try:
+        host, port = parse_address(address)
+        check_listen(host, allow_remote=allow_remote, token=token)
+    except AddressError as exc:
+        raise click.UsageError(str(exc)) from None
+    app = build_server(served).streamable_http_app(host=host)
+    try:
+        serve(app, host, port, token=token,
+              announce=lambda url: click.echo(f"hostcore mcp: serving {url}", err=True))
+    except AddressError as exc:
+        raise click.ClickException(str(exc)) from None

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import logging
 import socket
 from collections.abc import Callable
 from typing import Any
 
 import anyio
 import uvicorn
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+log = logging.getLogger("hostcore.mcp")
 
 # Shorter tokens are refused: one that can be guessed protects nothing.
 MIN_TOKEN_CHARS = 16
@@ -86,6 +89,42 @@ class BearerToken:
         return hmac.compare_digest(given, self._expected)
 
 
+class DisconnectNote:
+    """ASGI middleware noting, on stderr, a client that left before its answer was sent.
+
+    The SDK drops such an answer without a word; the note tells whoever runs the
+    server why a call was done for no one, and that it goes on serving. Only POSTs
+    are watched: they carry the calls, while a client's GET stream (notifications)
+    ends with its session in the ordinary course. The note names nothing asked.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        answered = noted = False
+
+        async def receiving() -> Message:
+            nonlocal noted
+            message = await receive()
+            if message["type"] == "http.disconnect" and not answered and not noted:
+                noted = True
+                log.warning("hostcore mcp: a client disconnected before its answer was "
+                            "sent; the server goes on serving")
+            return message
+
+        async def sending(message: Message) -> None:
+            nonlocal answered
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                answered = True
+            await send(message)
+
+        await self.app(scope, receiving, sending)
+
+
 def serve(app: ASGIApp, host: str, port: int, *, token: str | None,
           announce: Callable[[str], None]) -> None:
     """Serve ``app`` on ``host:port`` until SIGINT or SIGTERM; ``announce`` gets its URL.
@@ -93,6 +132,7 @@ def serve(app: ASGIApp, host: str, port: int, *, token: str | None,
     The socket is bound here, before the server starts, so port 0 reports the port
     the system chose and a port in use fails at once, naming the address.
     """
+    app = DisconnectNote(app)
     if token is not None:
         app = BearerToken(app, token)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET

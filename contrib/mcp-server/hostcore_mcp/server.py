@@ -32,6 +32,7 @@ from hostcore import __version__
 from hostcore.errors import HostcoreError
 from hostcore.host import Host
 from hostcore_mcp import answers
+from hostcore_mcp.handshake import INSTRUCTIONS, SERVER_NAME
 from hostcore_mcp.schemas import (
     STALENESS_KEY,
     STATUS_URI,
@@ -46,17 +47,6 @@ from hostcore_mcp.schemas import (
 )
 from hostcore_mcp.session import SESSION_HEADER, ServedRoot, Staleness
 
-INSTRUCTIONS = (
-    "hostcore's local state, read-only: `work_items` lists the open work items of every "
-    "polled repository from the local ledger (no GitHub call, no rate limit); "
-    "`evidence_summary` counts the evidence the withholding policy permits; `status` and "
-    "`freshness` say what the host reports and whether governance moved at the "
-    "destination; `usage` reports agents' tokens and cost, as `hostcore usage` does. "
-    "A result whose _meta holds \"hostcore/staleness\" names the governance "
-    "components that moved since this session's previous answer: what was read before "
-    "may be out of date."
-)
-
 # Failures of local state an answer can meet: each is reported to the caller by name.
 _STATE_ERRORS = (HostcoreError, sqlite3.DatabaseError, OSError, msgspec.DecodeError)
 
@@ -67,7 +57,7 @@ def build_server(served: ServedRoot) -> MCPServer[Any]:
     """The server answering about ``served``'s root."""
     known = KnownArguments()
     server: MCPServer[Any] = MCPServer(
-        name="hostcore", version=__version__, instructions=INSTRUCTIONS,
+        name=SERVER_NAME, version=__version__, instructions=INSTRUCTIONS,
         log_level="WARNING", middleware=[known])
     notes = Staleness(served.root)
 

@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
+from hostcore_mcp.schemas import TOOLS
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -65,7 +66,7 @@ def test_the_sdk_client_is_served_over_streamable_http_on_loopback(
     server = http_server(plain_root, "127.0.0.1:0")
     assert server.url.startswith("http://127.0.0.1:") and server.url.endswith("/mcp")
     found = ask(server.url)
-    assert found["tools"] == ["status", "work_items", "evidence_summary", "freshness"]
+    assert found["tools"] == list(TOOLS)
     assert found["evidence"]["rows"] == facts.full_rows
     assert server.process.poll() is None
 

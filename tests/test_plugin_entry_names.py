@@ -14,7 +14,7 @@ import pytest
 
 from hostcore import Host
 from hostcore.errors import PluginLoadError
-from hostcore.plugin.loader import entry_name_problem, reserved_names
+from hostcore.plugin.loader import BUILTIN_PLUGINS, entry_name_problem, reserved_names
 
 # Writes a file when imported, so a test can tell it never was.
 MARKING_PLUGIN = """
@@ -139,7 +139,7 @@ def test_an_entry_point_taking_a_built_in_name_is_skipped_naming_it(site, tmp_pa
     assert not mark.exists()
     # The built-ins are all there, each listed once.
     builtins = [i["name"] for i in json.loads(listed.stdout) if i["status"] == "builtin"]
-    assert len(builtins) == len(set(builtins)) == 6
+    assert len(builtins) == len(set(builtins)) == len(BUILTIN_PLUGINS)
 
 
 def test_a_named_entry_point_that_collides_with_an_embedders_plugin_object_is_skipped(

@@ -163,3 +163,13 @@ def test_text_output_is_a_table_that_fits_columns(repo):
     assert lines[1].split()[:2] == ["stale", "context"]
     assert lines[1].endswith("a.py")
     assert all(len(line) <= 40 for line in lines)
+
+
+def test_a_folder_given_to_check_stands_for_the_stamped_targets_below_it(repo):
+    inside = repo.write("src/pkg/b.py", "y = 2\n")
+    repo.write("srcs/c.py", "z = 3\n")  # a name that starts like src/, outside it
+    repo.write("lib/d.py", "w = 4\n")
+    repo.hostcore("stamp", "src/a.py", "src/pkg/b.py", "srcs/c.py", "lib/d.py")
+    code, targets = repo.check("src")
+    assert code == 0
+    assert [t["path"] for t in targets] == [str(repo.top / "src" / "a.py"), str(inside)]

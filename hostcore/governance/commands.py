@@ -69,9 +69,10 @@ def check_command(host: Host, paths: tuple[Path, ...], session: str | None,
                   as_json: bool) -> None:
     """Check each PATH against the governance in force now (exit 1 when one is stale).
 
-    With no PATH, every stamped target of the working folder's repository. A target
-    is current, stale (the components that moved are named), or unstamped (listed,
-    never a failure). A governing file that cannot be read, or a plugin whose inputs
+    A PATH that is a folder stands for every stamped target below it; with no PATH,
+    every stamped target of the working folder's repository. A target is current,
+    stale (the components that moved are named), or unstamped (listed, never a
+    failure). A governing file that cannot be read, or a plugin whose inputs
     failed, leaves its component unknown: stale, never current. A stamped target
     deleted since is stale with `target` moved. Exit 0 when nothing is stale, 1 when
     something is, 2 for a PATH in no repository.

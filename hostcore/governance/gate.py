@@ -106,7 +106,8 @@ def check_targets(host: Host, paths: Sequence[Path] | None = None, *,
                   ) -> list[TargetStatus]:
     """Each target's status against the governance in force now.
 
-    ``paths``: those targets (one never stamped is ``unstamped``); else every
+    ``paths``: those targets (one never stamped is ``unstamped``; a folder stands
+    for every stamped target below it); else every
     stamped target of ``repo`` (default: the repository of the working folder),
     or, with ``session`` and no ``repo``, every target that session stamped. With
     ``session``, only targets whose latest stamp that session made are checked.
@@ -121,8 +122,12 @@ def check(host: Host, paths: Sequence[Path] | None = None, *, session: str | Non
     with _store(host, read_only=True) as store:
         if paths is not None:
             wanted = [path for path, _ in _located(paths)]
-            found = store.entries(wanted)
-            entries = [found.get(p) or Entry(path=p) for p in dict.fromkeys(wanted)]
+            folders = {p for p in wanted if os.path.isdir(p)}
+            found = store.entries(p for p in wanted if p not in folders)
+            for folder in sorted(folders):  # a folder stands for the stamped targets below it
+                found.update(store.under(folder))
+            listed = [*(p for p in wanted if p not in folders), *sorted(found)]
+            entries = [found.get(p) or Entry(path=p) for p in dict.fromkeys(listed)]
         elif session is not None and repo is None:
             entries = list(store.stamped_by(session).values())
         else:

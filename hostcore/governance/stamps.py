@@ -175,6 +175,15 @@ class Stamps:
         return _entries(db, db.execute(f"SELECT {_COLUMNS} FROM bases WHERE repo = ?",
                                        (repo,)).fetchall())
 
+    def under(self, folder: str) -> dict[str, Entry]:
+        """Every entry of a target anywhere below ``folder`` (absolute, no trailing
+        ``/``): a range of the primary key, since ``0`` follows ``/``."""
+        db = self._connect()
+        if db is None:
+            return {}
+        return _entries(db, db.execute(f"SELECT {_COLUMNS} FROM bases WHERE path > ? "
+                                       "AND path < ?", (f"{folder}/", f"{folder}0")).fetchall())
+
     def stamped_by(self, session: str) -> dict[str, Entry]:
         """Every entry whose latest stamp was made by ``session``."""
         db = self._connect()

@@ -173,3 +173,5 @@ def test_a_folder_given_to_check_stands_for_the_stamped_targets_below_it(repo):
     code, targets = repo.check("src")
     assert code == 0
     assert [t["path"] for t in targets] == [str(repo.top / "src" / "a.py"), str(inside)]
+    # The repository's own top, named as `.`, stands for all of them.
+    assert len(repo.check(".")[1]) == 4

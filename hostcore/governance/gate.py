@@ -107,10 +107,10 @@ def check_targets(host: Host, paths: Sequence[Path] | None = None, *,
     """Each target's status against the governance in force now.
 
     ``paths``: those targets (one never stamped is ``unstamped``; a folder stands
-    for every stamped target below it); else every
-    stamped target of ``repo`` (default: the repository of the working folder),
-    or, with ``session`` and no ``repo``, every target that session stamped. With
-    ``session``, only targets whose latest stamp that session made are checked.
+    for every stamped target below it); else every stamped target of ``repo``
+    (default: the repository of the working folder), or, with ``session`` and no
+    ``repo``, every target that session stamped. With ``session``, only targets
+    whose latest stamp that session made are checked.
     """
     return check(host, paths, session=session, repo=repo).targets
 
@@ -225,7 +225,8 @@ def _located(paths: Sequence[Path]) -> list[tuple[str, str]]:
     roots: dict[str, str] = {}
     for given in paths:
         path = _absolute(given, folders)
-        folder = os.path.dirname(path)
+        # A folder (`check .` at the top) is looked for from itself, a file from its own.
+        folder = path if os.path.isdir(path) else os.path.dirname(path)
         try:
             root = roots.get(folder)
             if root is None:

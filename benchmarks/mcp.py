@@ -218,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
                 filtered[name].append(time.perf_counter() - call_started)
         peak = server.close()
         median_ms = statistics.median(calls) * 1000
-        print(f"work_items, first call (builds the host): {first_took * 1000:.1f} ms")
+        print(f"work_items, first call (waits for the SDK to load, builds the host): "
+              f"{first_took * 1000:.1f} ms")
         print(f"work_items, one repository ({matched:,} of {records:,} match): "
               f"{spread(calls, 'ms', 1000)}")
         print(f"work_items, every repository: {spread(every, 'ms', 1000)}; server peak "

@@ -150,7 +150,10 @@ def serve(stdin: IO[bytes], stdout_fd: int, load: Loaded) -> None:
     wire = _Wire()
     first = stdin.readline()
     if not first:
-        return  # the client left before saying anything: nothing to serve
+        # The client left before saying anything: nothing to serve. The load is let
+        # finish, so the interpreter never shuts down under an import in progress.
+        loader.join()
+        return
     sent: tuple[int | str, Any] | None = None
     message = _envelope(first)
     if message is not None:

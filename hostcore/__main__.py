@@ -7,10 +7,8 @@ agents on every tool call, is handed to :mod:`hostcore.cli.hook` before click lo
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-import threading
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -28,7 +26,10 @@ def main(argv: list[str] | None = None) -> None:
     hook_args = hook.parse(args)
     if hook_args is not None:
         raise SystemExit(hook.main(hook_args))
-    # click, pluggy and the plugins load only past --version (see the docstring).
+    # click, pluggy and the plugins load only past --version (see the docstring);
+    # contextlib and threading only past the hook's path too.
+    import contextlib
+
     from hostcore.cli.app import run_cli
 
     status = run_cli(args)
@@ -44,6 +45,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _lingering_threads() -> bool:
+    import threading
+
     current = threading.current_thread()
     return any(t.is_alive() and not t.daemon and t is not current
                for t in threading.enumerate())

@@ -28,8 +28,9 @@ helpers = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(helpers)
 
 # What a hook no plugin is due for must not import: the host's whole machinery.
-HEAVY = ("msgspec", "pluggy", "click", "logging", "sqlite3", "hostcore.host",
-         "hostcore.agents.hook", "hostcore.plugin.loader")
+HEAVY = ("msgspec", "pluggy", "click", "logging", "sqlite3", "typing", "threading",
+         "contextlib", "pathlib", "hostcore.host", "hostcore.agents.hook",
+         "hostcore.plugin.loader")
 
 
 @pytest.fixture

@@ -25,6 +25,15 @@ def test_import_hostcore_imports_no_plugin_machinery_or_plugin():
     assert {m for m in loaded if m.startswith("hostcore")} == {"hostcore"}
 
 
+def test_import_hostcore_and_the_hook_command_line_import_not_even_typing():
+    # A hook no plugin is due for imports only these on its way to the dispatcher
+    # (tests/test_agent_hook_dispatch.py runs it whole): typing alone is a fifth of
+    # what such a hook may cost.
+    loaded = modules_after("import hostcore.__main__, hostcore.cli.hook, hostcore.plugin\n"
+                           "import hostcore.agents.dispatch")
+    assert {"typing", "contextlib", "threading", "pathlib", "logging"} & loaded == set()
+
+
 def test_importing_the_host_class_still_loads_no_plugin():
     loaded = modules_after("from hostcore import Host")
     assert "pluggy" in loaded  # the host module itself did load

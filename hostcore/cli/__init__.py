@@ -23,7 +23,11 @@ from __future__ import annotations
 
 import importlib
 import warnings
-from typing import Any
+
+# Not typing's: `hostcore hook` imports this package (mypy reads the constant as typing's).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 _MOVED = frozenset(("pass_host", "json_option", "emit_json", "print_table", "stop_on_signals",
                     "HostFactory"))

@@ -18,8 +18,9 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, NamedTuple
 
+# Not typing's: typing would cost every hook run (mypy reads this constant as typing's).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -27,11 +28,29 @@ if TYPE_CHECKING:
 LOG_FORMAT = "hostcore: %(levelname)s: %(message)s"
 
 
-class HookArgs(NamedTuple):
-    root: str | None
-    config: str | None
-    verbose: int
-    agent: str | None
+class HookArgs:
+    """The options of a ``hook`` invocation (a plain class: a NamedTuple imports typing)."""
+
+    __slots__ = ("agent", "config", "root", "verbose")
+
+    def __init__(self, root: str | None, config: str | None, verbose: int,
+                 agent: str | None) -> None:
+        self.root = root
+        self.config = config
+        self.verbose = verbose
+        self.agent = agent
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, HookArgs) and self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return f"HookArgs{self._fields()!r}"
+
+    def _fields(self) -> tuple[str | None, str | None, int, str | None]:
+        return (self.root, self.config, self.verbose, self.agent)
 
 
 def parse(args: list[str]) -> HookArgs | None:

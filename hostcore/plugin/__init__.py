@@ -50,9 +50,12 @@ imports nothing at module level.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
+# Not typing's (see hostcore/__init__.py): mypy reads a constant of this name as typing's.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from hostcore.errors import ConfigError, HostcoreError, RecordError
     from hostcore.evidence.rows import EvidenceRow, PartitionVersion, SourceBatch
     from hostcore.export.batch import (

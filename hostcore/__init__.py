@@ -24,7 +24,8 @@ __version__ = "0.2.6"
 # arguments and new hooks are only ever added, so one counter is enough: it goes up
 # by one with each release that adds a hook or an argument, and never goes down.
 # 1: hostcore 0.1. 2: hostcore 0.2, hostcore_published_ref gained `destination`.
-# 3: hostcore 0.2.5, hostcore_agent_event. 4: hostcore 0.2.6, hostcore_governance_inputs.
+# 3: hostcore 0.2.5, hostcore_agent_event. 4: hostcore 0.2.6, hostcore_governance_inputs
+# and hostcore_agent_gate.
 # docs/releasing.md says how it moves; tests/test_packaging_hook_api.py keeps it honest.
 HOOK_API_VERSION = 4
 

@@ -4,8 +4,10 @@ rows with no ``hostcore run``, and Claude Code reports no hook failure or cancel
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -34,12 +36,17 @@ def _env(tmp_path: Path, base_url: str) -> dict[str, str]:
             "CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS": "10000"}
 
 
-def _rows(root: Path, env: dict[str, str]) -> int:
+def _keys(root: Path, env: dict[str, str]) -> list[str]:
+    """The evidence keys stored under ``root``, sorted: what `evidence --json` counts,
+    read from the store itself (real SQLite, read-only)."""
     done = subprocess.run([HOSTCORE, "--root", str(root), "evidence", "--json"], env=env,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    rows: int = json.loads(done.stdout)["rows"]
-    return rows
+    with contextlib.closing(sqlite3.connect(f"file:{root / 'store.sqlite3'}?mode=ro",
+                                            uri=True)) as db:
+        keys = [key for (key,) in db.execute("SELECT key FROM evidence ORDER BY position")]
+    assert len(keys) == json.loads(done.stdout)["rows"]
+    return sorted(keys)
 
 
 def test_claude_code_with_installed_hooks_stores_its_transcript_and_reports_no_hook_failure(
@@ -74,20 +81,26 @@ def test_claude_code_with_installed_hooks_stores_its_transcript_and_reports_no_h
     assert trouble == []
     assert "hook" not in run.stderr.lower()
 
-    # The transcript's rows are in the store, with no `hostcore run`.
+    # The transcript's rows are in the store, with no `hostcore run`: exactly the rows a
+    # fresh root reads from the finished transcript (every line with a cwd, and the
+    # session's tool and cost lines), nothing missing and nothing twice.
     (transcript,) = (Path(env["CLAUDE_CONFIG_DIR"]) / "projects").glob("*/*.jsonl")
     with_cwd = [line for line in transcript.read_text().splitlines()
                 if json.loads(line).get("cwd")]
     assert with_cwd
-    stored = _rows(root, env)
-    # Every line with a cwd is a row; a line Claude Code rewrote after a hook read it
-    # (one without a uuid is keyed by its content) can add one more.
-    assert stored >= len(with_cwd)
+    stored = _keys(root, env)
+    fresh = tmp_path / "fresh-root"
+    read_again = subprocess.run([HOSTCORE, "--root", str(fresh), "run", "--once"], env=env,
+                                capture_output=True, text=True, timeout=120)
+    assert read_again.returncode == 0, read_again.stderr
+    expected = _keys(fresh, env)
+    assert len(expected) >= len(with_cwd)
+    assert stored == expected
     # The hooks left nothing for a tick to store.
     ticked = subprocess.run([HOSTCORE, "--root", str(root), "run", "--once"], env=env,
                             capture_output=True, text=True, timeout=120)
     assert ticked.returncode == 0, ticked.stderr
-    assert _rows(root, env) == stored
+    assert _keys(root, env) == expected
     faults = subprocess.run([HOSTCORE, "--root", str(root), "status", "--json"], env=env,
                             capture_output=True, text=True, timeout=60)
     report = json.loads(faults.stdout)

@@ -37,8 +37,10 @@ BUILTIN = "hostcore.governance.plugin"
 # What a repository's root holds: a folder for a clone, a file for a worktree.
 REPO_MARKER = ".git"
 
-# component -> members ({name: digest}), or None when the component cannot be read now.
+# One component's members: {member name: digest}.
 Members = dict[str, str]
+# What one implementation returns: component -> members, or None when the component
+# cannot be read now.
 Contribution = Mapping[str, Mapping[str, str] | None]
 
 
@@ -47,10 +49,10 @@ class OutsideRepository(HostcoreError):
 
 
 class Governance(msgspec.Struct, frozen=True, kw_only=True):
-    """The governance in force at one folder: each component's identity ("" when
-    nothing vouches for it), the components that cannot be read now, and which
-    plugins contributed to which component (so a plugin failing later is known to
-    leave exactly those unknown)."""
+    """The governance over one target, as a stamp or verdict keeps it: each
+    component's identity ("" when nothing vouches for it), the components that could
+    not be read, and which plugins contributed to which component (so a plugin
+    failing later is known to leave exactly those unknown)."""
 
     identities: dict[str, str]
     unknown: tuple[str, ...] = ()

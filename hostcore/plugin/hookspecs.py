@@ -316,7 +316,8 @@ def hostcore_agent_gate(event: AgentEvent, host: Host) -> GateVerdict | None:
     """Enforce a rule in a coding agent's loop: the one hook that can ask the agent
     to keep working.
 
-    ``hostcore hook`` calls it for every event, after every plugin's
+    ``hostcore hook`` calls it for every event (or those it declares with
+    ``hostcore.plugin.interest.agent_interest``), after every plugin's
     ``hostcore_agent_event`` (so a Stop's transcript is stored first), with the same
     event and host. Return ``None``, or a ``hostcore.plugin.gate.GateVerdict``: at a
     Stop, its ``keep_working`` message makes the hook exit 2 with the messages of

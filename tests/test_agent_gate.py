@@ -159,12 +159,12 @@ def test_a_file_rewritten_under_the_new_governance_clears_the_gate(root, env, re
     assert helpers.hook(root, env, _stop(repo)).returncode == 0
 
 
-def test_a_deleted_file_is_named_with_target_moved(root, env, repo):
+def test_a_file_deleted_after_it_was_written_is_named_as_deleted(root, env, repo):
     assert helpers.hook(root, env, _write(repo, "src/a.py")).returncode == 0
     (repo / "src" / "a.py").unlink()
     done = helpers.hook(root, env, _stop(repo))
     assert done.returncode == 2
-    assert "- src/a.py: target moved" in done.stderr.decode()
+    assert "- src/a.py: deleted since you wrote it" in done.stderr.decode()
 
 
 def test_gate_false_in_the_config_lets_the_agent_stop_with_a_stale_file(root, env, repo):

@@ -103,11 +103,16 @@ def stop_verdict(host: Host, session: str) -> GateVerdict | None:
 
 
 def stale_message(stale: list[TargetStatus]) -> str:
-    """What the model reads: each stale file, repository-relative, with what moved,
-    and the two ways to clear it."""
+    """What the model reads: each stale file, repository-relative, with what moved (or
+    that it is gone), and the two ways to clear it."""
+    from hostcore.governance.gate import TARGET
+
     lines = ["hostcore: the governance of files you wrote in this session changed after "
              "you wrote them (the instructions, terms or decisions that apply to them):"]
-    lines += [f"- {relative(t.path)}: {', '.join(t.moved)} moved" for t in stale]
+    for target in stale:
+        what = ("deleted since you wrote it" if TARGET in target.moved
+                else f"{', '.join(target.moved)} moved")
+        lines.append(f"- {relative(target.path)}: {what}")
     lines.append("Review each against what governs it now and rewrite it, or, if it "
                  "still holds, run `hostcore approve PATH`; then finish.")
     return "\n".join(lines)

@@ -175,3 +175,14 @@ def test_a_folder_given_to_check_stands_for_the_stamped_targets_below_it(repo):
     assert [t["path"] for t in targets] == [str(repo.top / "src" / "a.py"), str(inside)]
     # The repository's own top, named as `.`, stands for all of them.
     assert len(repo.check(".")[1]) == 4
+
+
+def test_an_approval_alone_is_a_basis_and_a_rejection_alone_is_none(repo):
+    b = repo.write("src/b.py", "y = 2\n")
+    repo.hostcore("approve", "src/a.py")
+    repo.hostcore("approve", "--reject", "src/b.py")
+    code, targets = repo.check("src/a.py", "src/b.py")
+    assert (code, status_of(targets, b)) == (0, ("unstamped", []))
+    assert status_of(targets, repo.top / "src" / "a.py") == ("current", [])
+    repo.write("CLAUDE.md", "use spaces\n")
+    assert repo.check("src/a.py")[1][0]["moved"] == ["context"]

@@ -84,16 +84,32 @@ def test_session_end_leaves_what_does_not_fit_claude_codes_limit_to_the_next_tic
 
 
 def test_a_session_ends_budget_is_what_its_agent_gives_less_a_margin():
-    assert budget_seconds("SessionEnd", "claude-code", {}) == pytest.approx(0.7)
+    assert budget_seconds("SessionEnd", "claude-code", {}) == pytest.approx(0.6)
     assert budget_seconds("SessionEnd", "claude-code",
                           {"CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS": "5000"}) \
-        == pytest.approx(4.2)
-    assert budget_seconds("SessionEnd", "codex", {}) == pytest.approx(2.2)
+        == pytest.approx(4.1)
+    assert budget_seconds("SessionEnd", "codex", {}) == pytest.approx(2.1)
     assert budget_seconds("SessionEnd", "claude-code",
                           {"CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS": "soon"}) \
-        == pytest.approx(0.7)
+        == pytest.approx(0.6)
     assert budget_seconds("Stop", "codex", {}) == 1.0
     assert budget_seconds("PostToolUse", "claude-code", {}) == 0.5
+
+
+def test_a_stop_whose_start_took_its_whole_budget_still_gives_the_plugins_a_floor(tmp_path):
+    root = tmp_path / "root"
+    root.mkdir(mode=0o700)
+    recorder = _Records()
+
+    def make_host(lean):
+        plugins = load_plugins(LEAN_BUILTINS, (recorder,), load_entrypoints=False, env={})
+        return Host(root=root, env={}, plugin_set=plugins)
+
+    for name, floor in (("Stop", 0.25), ("SessionEnd", 0.0)):
+        payload = json.dumps(helpers.claude_event(name, "s9", None)).encode()
+        run_hook(agent="claude-code", data=payload, oversized=False, root=root, env={},
+                 make_host=make_host, started=0.0, clock=lambda: 5.0)
+        assert recorder.seen[-1] == ("claude-code", name, "s9", floor)
 
 
 def test_a_codex_stop_stores_its_rollout(root, env):

@@ -88,12 +88,13 @@ def frame(watch: Watch, host: Host, width: int, paint: Paint) -> list[str]:
     return [*headline(watch, report, last, width), "", *status_lines(report, width, paint)]
 
 
-def screen(lines: list[str], rows: int) -> list[str]:
+def screen(lines: list[str], rows: int, width: int) -> list[str]:
     """``lines`` cut to ``rows``, the last row saying how many were left out."""
     if len(lines) <= rows:
         return lines
     keep = max(0, rows - 1)
-    return [*lines[:keep], f"… {len(lines) - keep} more lines (a taller terminal shows them)"]
+    more = f"… {len(lines) - keep} more lines (a taller terminal shows them)"
+    return [*lines[:keep], fit(more, width)]
 
 
 def terminal_size(stream: IO[str]) -> os.terminal_size:
@@ -105,21 +106,34 @@ def terminal_size(stream: IO[str]) -> os.terminal_size:
     return os.terminal_size((max(MIN_WIDTH, size.columns), max(1, size.lines)))
 
 
+class Resized:
+    """Whether SIGWINCH came since the last redraw.
+
+    A plain flag, not an Event: setting an Event in the handler takes its lock,
+    which the main thread may hold at that instant (clearing it), for ever."""
+
+    def __init__(self) -> None:
+        self.came = False
+
+    def note(self, signum: int, frame: object) -> None:
+        self.came = True
+
+
 @contextmanager
-def resize_signal() -> Iterator[threading.Event]:
-    """An event SIGWINCH sets, for the wait between refreshes to notice at once."""
-    resized = threading.Event()
-    previous = signal.signal(signal.SIGWINCH, lambda signum, frame: resized.set())
+def resize_signal() -> Iterator[Resized]:
+    """A flag SIGWINCH raises, for the wait between refreshes to notice at once."""
+    resized = Resized()
+    previous = signal.signal(signal.SIGWINCH, resized.note)
     try:
         yield resized
     finally:
         signal.signal(signal.SIGWINCH, previous)
 
 
-def wait(stop: threading.Event, resized: threading.Event, seconds: float) -> None:
+def wait(stop: threading.Event, resized: Resized, seconds: float) -> None:
     """Until ``seconds`` pass, a stop is asked for, or the terminal is resized."""
     deadline = time.monotonic() + seconds
-    while not stop.is_set() and not resized.is_set():
+    while not stop.is_set() and not resized.came:
         left = deadline - time.monotonic()
         if left <= 0:
             return
@@ -133,9 +147,10 @@ def watch_terminal(host: Host, interval: float, paint: Paint, out: IO[str]) -> N
         out.write(ENTER)
         try:
             while not stop.is_set():
-                resized.clear()
+                resized.came = False
                 size = terminal_size(out)
-                shown = screen(frame(watch, host, size.columns, paint), size.lines)
+                shown = screen(frame(watch, host, size.columns, paint), size.lines,
+                               size.columns)
                 out.write(HOME + f"{CLEAR_LINE}\r\n".join(shown) + CLEAR_LINE + CLEAR_REST)
                 out.flush()
                 wait(stop, resized, interval)

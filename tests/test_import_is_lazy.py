@@ -112,9 +112,11 @@ def test_listing_plugins_with_a_configured_gh_spawns_nothing(tmp_path):
 # more of every start: json, tomllib and dataclasses are replaced by msgspec or
 # imported where a file needs them; hashlib loads OpenSSL, and listing plugins
 # makes no digest (a status does: the policy fingerprint).
+# shutil (and the compression modules it imports): the terminal's width comes from os.
 UNUSED_ON_A_COLD_COMMAND = {
-    "status": ("json", "tomllib", "dataclasses"),
-    "plugins": ("json", "tomllib", "dataclasses", "hashlib", "_hashlib"),
+    "status": ("json", "tomllib", "dataclasses", "shutil", "bz2", "lzma"),
+    "plugins": ("json", "tomllib", "dataclasses", "hashlib", "_hashlib", "shutil", "bz2",
+                "lzma"),
 }
 
 

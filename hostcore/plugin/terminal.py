@@ -10,7 +10,7 @@ command directly) the defaults apply: not quiet, colour only on a terminal.
 from __future__ import annotations
 
 import logging
-import shutil
+import os
 import sys
 from collections.abc import Callable, Mapping
 from typing import IO, Any, Literal, NoReturn, TypeVar
@@ -69,8 +69,13 @@ class Terminal:
         columns = self.env.get("COLUMNS", "").strip()
         if columns.isdigit() and int(columns) > 0:
             return max(MIN_WIDTH, int(columns))
-        size = shutil.get_terminal_size((DEFAULT_WIDTH, 24))
-        return max(MIN_WIDTH, size.columns)
+        # os's, not shutil's (which does only this past COLUMNS): shutil imports the
+        # compression modules, a cost on every command's start (benchmarks/startup.py).
+        try:
+            size = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            size = 0  # no terminal: stdout is a pipe, a file, or closed
+        return max(MIN_WIDTH, size or DEFAULT_WIDTH)
 
 
 def configure(ctx: click.Context, terminal: Terminal) -> None:

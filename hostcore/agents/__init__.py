@@ -2,10 +2,12 @@
 
 * :mod:`~hostcore.agents.events` — :class:`~hostcore.agents.events.AgentEvent`, the
   typed event a hook's stdin becomes, and how it is decoded;
+* :mod:`~hostcore.agents.dispatch` — whether any plugin is due for an event, decided
+  with the standard library alone before anything heavy loads;
 * :mod:`~hostcore.agents.hook` — what ``hostcore hook`` does with one event: the lean
   plugin set it loads, the ``hostcore_agent_event`` calls, the faults it keeps;
-* :mod:`~hostcore.agents.index` — which plugins implement ``hostcore_agent_event``,
-  cached under the root so a hook imports no other plugin;
+* :mod:`~hostcore.agents.index` — which plugins implement the agent hooks and what
+  each declared, cached under the root so a hook imports no other plugin;
 * :mod:`~hostcore.agents.faults` — the hook faults kept under the root (counts, no names);
 * :mod:`~hostcore.agents.install` — each agent's settings file, edited in place;
 * :mod:`~hostcore.agents.plugin` — the built-in: the ``agent-hooks`` worker and commands;

@@ -56,6 +56,9 @@ def test_an_index_of_the_format_before_kinds_is_rebuilt_with_them(tmp_path):
     ledger.close()
     # What the previous version left: format 5, no kind or labels column.
     with sqlite3.connect(ledger.index_path) as db:
+        db.execute("DROP TRIGGER entries_gone")
+        db.execute("DROP TABLE entry_labels")
+        db.execute("DROP INDEX entries_open_kind")
         db.execute("ALTER TABLE entries DROP COLUMN labels")
         db.execute("ALTER TABLE entries DROP COLUMN kind")
         db.execute("UPDATE meta SET value = ? WHERE key = 'format'", (str(INDEX_FORMAT - 1),))
@@ -66,4 +69,23 @@ def test_an_index_of_the_format_before_kinds_is_rebuilt_with_them(tmp_path):
         labels=["agent"])))}
     assert events == [("ledger.index_rebuilt", {"records": 1, "malformed": 0,
                                                 "reason": "format"})]
+    assert again.index.read(lambda db: db.execute(
+        "SELECT label, ended, scope, kind FROM entry_labels").fetchall()) == [
+            ("agent", 0, "o/r", "issue")]
     again.close()
+
+
+def test_the_label_table_follows_each_record_folded_and_leaves_with_it(tmp_path):
+    ledger = Ledger(tmp_path / "ledger")
+    ledger.write(PortableRecord(ref="o/r#4", poll=PollSection(
+        last_polled_at="2026-06-01T12:00:00Z", kind="issue", labels=["Agent", "Bug"])))
+    folded = "SELECT label FROM entry_labels ORDER BY label"
+    assert [r[0] for r in ledger.index.read(lambda db: db.execute(folded).fetchall())] == [
+        "agent", "bug"]
+    ledger.write(PortableRecord(ref="o/r#4", poll=PollSection(
+        last_polled_at="2026-06-01T12:00:00Z", kind="issue", labels=["agent"])))
+    assert [r[0] for r in ledger.index.read(lambda db: db.execute(folded).fetchall())] == [
+        "agent"]
+    ledger.path_for("o/r#4").unlink()  # gone behind the index: the next use notices
+    assert ledger.index.read(lambda db: db.execute(folded).fetchall()) == []
+    ledger.close()

@@ -104,6 +104,22 @@ CREATE INDEX entries_unstamped_scope ON entries (scope, absent_since)
     WHERE class != 'ended';
 -- The few records whose question failed and stands (retry_at_of): counted every cycle.
 CREATE INDEX entries_retrying ON entries (retry_at) WHERE retry_at != '';
+-- The open entries by kind, in the order work_items lists them.
+CREATE INDEX entries_open_kind ON entries (kind, scope, absent_since)
+    WHERE class != 'ended';
+-- Each record's labels as SQLite's lower() folds them (GitHub compares label names
+-- without case), with what a label filter combines with and orders by: a filtered
+-- page is one index range, and its count reads no entry.
+CREATE TABLE entry_labels (label TEXT NOT NULL, slug TEXT NOT NULL,
+                           ended INTEGER NOT NULL, scope TEXT NOT NULL,
+                           absent_since TEXT NOT NULL, kind TEXT NOT NULL,
+                           PRIMARY KEY (label, slug)) WITHOUT ROWID;
+CREATE INDEX entry_labels_order ON entry_labels (label, ended, scope, absent_since);
+CREATE INDEX entry_labels_slug ON entry_labels (slug);
+-- A row REPLACEd by _put clears its own labels; an entry deleted takes them along.
+CREATE TRIGGER entries_gone AFTER DELETE ON entries BEGIN
+    DELETE FROM entry_labels WHERE slug = old.slug;
+END;
 CREATE TABLE malformed (slug TEXT PRIMARY KEY, size INTEGER NOT NULL,
                         mtime_ns INTEGER NOT NULL, reason TEXT NOT NULL);
 """
@@ -394,6 +410,12 @@ def _put(db: sqlite3.Connection, slug: str, record: PortableRecord, size: int,
          poll.updated_at if poll else "", last, size, mtime_ns, decision_member(record),
          scope_key(record.ref), record.ended.at if record.ended else "",
          retry_at_of(record), poll.kind if poll else "", labels_column(poll)))
+    db.execute("DELETE FROM entry_labels WHERE slug = ?", (slug,))
+    if poll is not None and poll.labels:
+        row = (slug, record.ended is not None, scope_key(record.ref), absent_since_of(poll),
+               poll.kind)
+        db.executemany("INSERT OR IGNORE INTO entry_labels VALUES (lower(?), ?, ?, ?, ?, ?)",
+                       [(label, *row) for label in poll.labels])
 
 
 def labels_column(poll: PollSection | None) -> str:

@@ -27,7 +27,7 @@ from hostcore.export.exporter import Exporter
 from hostcore.export.ref import Divergence
 from hostcore.files import read_report
 from hostcore.host import Host
-from hostcore.workitems.index import LABEL_SEPARATOR, labels_of
+from hostcore.workitems.index import labels_of
 from hostcore.workitems.poller import LAST_CYCLE_FILE, PollSummary
 from hostcore_mcp.schemas import (
     ComponentState,
@@ -59,9 +59,6 @@ _ENDED = "class = 'ended'"
 _ITEM_COLUMNS = "ref, scope, class, last_polled_at, updated_at, kind, labels"
 # The kinds a record can say it is; a record written before kinds were kept says none.
 _KINDS: dict[str, WorkItemKind] = {"issue": "issue", "pull_request": "pull_request"}
-# GitHub compares label names without case; SQLite's lower() folds ASCII only, on both
-# sides of the comparison alike, so the match is the same for any name.
-_LABELLED = "instr(lower(labels), lower(?)) > 0"
 
 
 def status(host: Host) -> StatusAnswer:
@@ -75,26 +72,38 @@ def work_items(host: Host, *, repository: str | None, state: WorkItemState,
                kind: WorkItemKind | None = None, label: str | None = None, limit: int,
                offset: int) -> WorkItemsAnswer:
     """A page of the ledger's items matching the filters, from its index alone."""
+    # Filtered by label, the rows come from the index's label table, which holds what
+    # the other filters and the order need: the page is one range of its index, and
+    # the count reads it alone. Otherwise from the entries and their open-items index.
+    table = "entry_labels" if label is not None else "entries"
     where = {"open": _OPEN, "ended": _ENDED, "any": "1"}[state]
+    if label is not None:
+        where = {"open": "ended = 0", "ended": "ended = 1", "any": "1"}[state]
     args: tuple[Any, ...] = ()
     # Ties in (scope, absent_since) come in the index's own order, which is stable: a
     # third key would make SQLite sort every match to return the first page.
     order = "scope, absent_since"
+    if state == "ended" and label is None:
+        order = "absent_since, ref"  # entries_class (class, absent_since, ref)
+    if label is not None:
+        where += " AND label = lower(?)"
+        args = (label,)
     if repository is not None:
         where += " AND scope = ?"
-        args = (repository,)
+        args = (*args, repository)
     if kind is not None:
         where += " AND kind = ?"
         args = (*args, "" if kind == "unknown" else kind)
-    if label is not None:
-        where += f" AND {_LABELLED}"
-        args = (*args, f"{LABEL_SEPARATOR}{label}{LABEL_SEPARATOR}")
-    if state == "ended":
-        order = "absent_since, ref"  # entries_class (class, absent_since, ref)
-    # `where` and `order` are built from the fixed fragments above; values are bound.
+    # `table`, `where` and `order` are built from the fixed fragments above; values are
+    # bound. The page's columns are the entries', joined by slug for a label's rows.
     page_sql = (f"SELECT {_ITEM_COLUMNS} FROM entries WHERE {where} "
                 f"ORDER BY {order} LIMIT ? OFFSET ?")
-    count_sql = f"SELECT COUNT(*) FROM (SELECT 1 FROM entries WHERE {where} LIMIT ?)"
+    if label is not None:
+        page_sql = (f"SELECT {', '.join(f'e.{c}' for c in _ITEM_COLUMNS.split(', '))} "
+                    f"FROM (SELECT slug, scope AS s, absent_since AS a FROM entry_labels "
+                    f"WHERE {where} ORDER BY {order} LIMIT ? OFFSET ?) AS l "
+                    "JOIN entries AS e ON e.slug = l.slug ORDER BY l.s, l.a")
+    count_sql = f"SELECT COUNT(*) FROM (SELECT 1 FROM {table} WHERE {where} LIMIT ?)"
 
     def query(db: sqlite3.Connection) -> tuple[list[WorkItemEntry], int]:
         rows = db.execute(page_sql, (*args, min(limit, MAX_ITEMS), offset)).fetchall()

@@ -58,7 +58,9 @@ def inspect(inspector: tuple[Path, Path], root: Path, env: dict[str, str],
             *args: str) -> subprocess.CompletedProcess[str]:
     node, entry = inspector
     return subprocess.run(
-        [str(node), str(entry), "--cli", sys.executable, "-m", "hostcore", "--root", str(root),
+        # The Inspector's 15 s to connect is less than a loaded 2-core machine can need
+        # to start an interpreter and the SDK; a server that never answers still fails.
+        [str(node), str(entry), "--connect-timeout", "180000", "--cli", sys.executable, "-m", "hostcore", "--root", str(root),
          "mcp", *args], env={**env, "HOME": str(root.parent)},
         capture_output=True, text=True, timeout=300, check=False)
 

@@ -165,32 +165,34 @@ class _Snapshot:
 
 def _scan(folder_fd: int | None, suffix: str, report: SweepReport, *, now: float,
           window: float, skip: Container[str] | None = None, regular_only: bool = True,
-          leftovers: Entries | None = None) -> tuple[list[str], list[str], int]:
+          listed: list[str] | None = None, leftovers: Entries | None = None,
+          ) -> tuple[list[str], int]:
     """One listing of the folder open as ``folder_fd`` (``None``: it does not exist):
-    ``(stems, stale, irregular)``.
+    ``(stale, irregular)``.
 
-    ``stems``: each visible ``*suffix`` entry not in ``skip`` (skipped before any
-    stat); ``stale``: those whose scan stat says older than ``window`` (``now -
-    mtime > window``), regular files only unless ``regular_only`` is false;
-    ``irregular``: how many are not regular files. A folder or an entry the system
+    Each visible ``*suffix`` entry not in ``skip`` (skipped before any stat) is
+    stat'ed once and its stem added to ``listed``, if given; ``stale``: those whose
+    scan stat says older than ``window`` (``now - mtime > window``), regular files
+    only unless ``regular_only`` is false; ``irregular``: how many are not regular
+    files. A folder or an entry the system
     refuses to read is counted ``unhandled`` and skipped. Temp files of writers
     met on the way are added to ``leftovers``, if given.
 
     This loop runs once per file of the registry, so it is one tight loop with
     locals: its Python work is what a sweep pays over a raw ``scandir`` + ``stat``.
     """
-    stems: list[str] = []
     stale: list[str] = []
     irregular = 0
     if folder_fd is None:
-        return stems, stale, irregular
+        return stale, irregular
     try:
         entries = os.scandir(folder_fd)
     except OSError:
         report.unhandled += 1
-        return stems, stale, irregular
+        return stale, irregular
     cut = -len(suffix)
-    keep, old, is_regular = stems.append, stale.append, stat.S_ISREG
+    keep = None if listed is None else listed.append
+    old, is_regular = stale.append, stat.S_ISREG
     with entries:
         try:
             for entry in entries:
@@ -211,7 +213,8 @@ def _scan(folder_fd: int | None, suffix: str, report: SweepReport, *, now: float
                 except OSError:
                     report.unhandled += 1
                     continue
-                keep(stem)
+                if keep is not None:
+                    keep(stem)
                 if is_regular(st.st_mode):
                     if now - st.st_mtime > window:
                         old(stem)
@@ -221,7 +224,7 @@ def _scan(folder_fd: int | None, suffix: str, report: SweepReport, *, now: float
                         old(stem)
         except OSError:
             report.unhandled += 1  # the listing itself failed part-way: skip the rest
-    return stems, stale, irregular
+    return stale, irregular
 
 
 def _pid_exists(pid: int) -> bool:
@@ -388,18 +391,19 @@ class StaleSweep:
     def _snapshot(self) -> _Snapshot:
         snap = _Snapshot()
         now, window = self.now, self.stale_after
-        stems, snap.stale_heartbeats, irregular = _scan(
+        stems: list[str] = []
+        snap.stale_heartbeats, irregular = _scan(
             self._folder("heartbeats"), ".json", self.report, now=now, window=window,
-            leftovers=self.leftovers)
+            listed=stems, leftovers=self.leftovers)
         self.report.scanned += len(stems)
         self.report.kept_uncertain += irregular  # not a regular file: never a candidate
         snap.present = present = set(stems)
-        _, stale, _ = _scan(self._folder("pid-map"), ".json", self.report, now=now,
-                            window=window, leftovers=self.leftovers)
+        stale, _ = _scan(self._folder("pid-map"), ".json", self.report, now=now,
+                         window=window, leftovers=self.leftovers)
         snap.stale_pid_map = [int(stem) for stem in stale if stem.isdigit()]
         # A prompt hash whose instance has a heartbeat is judged with that heartbeat:
         # only the others (orphans) need their stat.
-        _, snap.stale_prompt_hashes, _ = _scan(
+        snap.stale_prompt_hashes, _ = _scan(
             self._folder("prompt-hash"), ".txt", self.report, now=now, window=window,
             skip=present, leftovers=self.leftovers)
         return snap
@@ -644,9 +648,10 @@ class StaleSweep:
         heartbeat is gone, each under its instance's custody (every generation
         writer holds it, so the record read there cannot change under us). Returns
         the instances without a heartbeat that have a record (pruned or not)."""
-        stems, expired, _ = _scan(self._folder("generations"), ".json", self.report,
-                                  now=self.now, window=self.generation_retention,
-                                  skip=snap.present, regular_only=False)
+        stems: list[str] = []
+        expired, _ = _scan(self._folder("generations"), ".json", self.report, now=self.now,
+                           window=self.generation_retention, skip=snap.present,
+                           regular_only=False, listed=stems)
         recorded = set(stems)
         for instance in expired[:self.max_candidates]:
             try:
@@ -692,8 +697,9 @@ class StaleSweep:
         or a record are skipped unread: a registry of live sessions costs no stat."""
         budget = self.max_candidates
         pinned = self.pending["heartbeats"].sources
-        _, stale, _ = _scan(self._folder("locks"), ".lock", self.report, now=self.now,
-                            window=self.stale_after, skip=snap.present | recorded)
+        stale, _ = _scan(self._folder("locks"), ".lock", self.report, now=self.now,
+                         window=self.stale_after,
+                         skip=snap.present | recorded if recorded else snap.present)
         for instance in stale:
             if budget <= 0:
                 return

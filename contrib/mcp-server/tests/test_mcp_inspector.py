@@ -60,8 +60,9 @@ def inspect(inspector: tuple[Path, Path], root: Path, env: dict[str, str],
     return subprocess.run(
         # The Inspector's 15 s to connect is less than a loaded 2-core machine can need
         # to start an interpreter and the SDK; a server that never answers still fails.
-        [str(node), str(entry), "--connect-timeout", "180000", "--cli", sys.executable, "-m", "hostcore", "--root", str(root),
-         "mcp", *args], env={**env, "HOME": str(root.parent)},
+        # An option of the CLI client: after --cli, or the launcher starts the web UI.
+        [str(node), str(entry), "--cli", "--connect-timeout", "180000", sys.executable, "-m",
+         "hostcore", "--root", str(root), "mcp", *args], env={**env, "HOME": str(root.parent)},
         capture_output=True, text=True, timeout=300, check=False)
 
 

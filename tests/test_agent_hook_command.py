@@ -92,7 +92,7 @@ def test_a_session_ends_budget_is_what_its_agent_gives_less_a_margin():
     assert budget_seconds("SessionEnd", "claude-code",
                           {"CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS": "soon"}) \
         == pytest.approx(0.6)
-    assert budget_seconds("Stop", "codex", {}) == 1.0
+    assert budget_seconds("Stop", "codex", {}) == 0.8
     assert budget_seconds("PostToolUse", "claude-code", {}) == 0.5
 
 
@@ -309,7 +309,7 @@ def test_a_plugin_that_raises_is_counted_and_the_other_plugins_still_get_the_eve
                      env={"HOSTCORE_LOAD_PLUGINS": ""}, make_host=make_host,
                      started=0.0, clock=lambda: 0.25).faults
     assert kinds == ["plugin_failed"]
-    assert recorder.seen == [("claude-code", "Stop", "s9", 0.75)]  # 1 s less 0.25
+    assert recorder.seen == [("claude-code", "Stop", "s9", pytest.approx(0.55))]  # 0.8 - 0.25
     assert {f.kind: f.count for f in faults.faults(root)} == {"plugin_failed": 1}
 
 

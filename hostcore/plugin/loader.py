@@ -33,6 +33,7 @@ evaluated for plugins that are going to be loaded.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import re
@@ -264,7 +265,10 @@ def _load_entry_points(plugins: PluginSet, env: Mapping[str, str]) -> None:
                         name)
 
 
-def reserved_names(builtins: Iterable[str] = BUILTIN_PLUGINS) -> frozenset[str]:
+# Cached: every entry point is checked against it, and each call normalises every
+# built-in's names again (a regular expression per name, hundreds per hook run).
+@functools.cache
+def reserved_names(builtins: tuple[str, ...] = BUILTIN_PLUGINS) -> frozenset[str]:
     """Names no entry point may take (canonical): the project's, each built-in's
     and each built-in's package (``export`` reads ``[plugins.export]``)."""
     names = {PROJECT_NAME}
@@ -421,6 +425,7 @@ def _requirement_name(line: str) -> str:
     return match.group(1) if match else ""
 
 
+@functools.cache  # called for each plugin's names at every load: one substitution each
 def canonical_name(name: str) -> str:
     """PEP 503 normalisation, so ``Hostcore_GH`` and ``hostcore-gh`` are one name."""
     return re.sub(r"[-_.]+", "-", name).lower()

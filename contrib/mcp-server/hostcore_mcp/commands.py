@@ -49,7 +49,7 @@ def mcp_command(ctx: click.Context, address: str | None, allow_remote: bool,
     token = token if token is not None else factory.env.get(ENV_TOKEN) or None
     # What serves loads here, not at the top: `hostcore --help` imports this module to
     # list the command. The MCP SDK takes a second or more to import: over stdio it
-    # loads beside the client's first message (hostcore_mcp.stdio), over HTTP at once.
+    # loads once the client's initialize is answered (hostcore_mcp.stdio), over HTTP at once.
     from hostcore_mcp.session import ServedRoot
 
     if address is None and (allow_remote or ctx.get_parameter_source("token")

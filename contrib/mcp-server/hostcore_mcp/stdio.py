@@ -3,10 +3,12 @@ that leaves mid-call noted.
 
 An agent starts ``hostcore mcp`` and waits for its answer to ``initialize``
 before anything else; importing the MCP SDK takes longer than the rest of a
-start. So the SDK (and the tools on it) loads on a thread from the first
-moment, while this module reads the client's first message: a valid
-``initialize`` is answered at once from :mod:`hostcore_mcp.handshake`, and then
-handed to the SDK as if it had just arrived, with everything after it. The
+start. So this module reads the client's first message before the SDK (and the
+tools on it) is loaded: a valid ``initialize`` is answered at once from
+:mod:`hostcore_mcp.handshake`, and then handed to the SDK, once loaded, as if it
+had just arrived, with everything after it. (The SDK is not loaded on a thread
+beside the wait: an import holds the interpreter for long stretches, which the
+answer would have to wait out, and the client sends initialize first anyway.) The
 SDK's own answer to it is not sent again; it is compared with the one sent
 (a difference is logged: the handshake module lags the installed SDK).
 
@@ -133,27 +135,13 @@ class _Output:
 def serve(stdin: IO[bytes], stdout_fd: int, load: Loaded) -> None:
     """Serve one client on ``stdin`` / ``stdout_fd`` with the MCPServer ``load`` builds.
 
-    ``load`` (which imports the SDK) runs on a thread from the start; the client's
-    first line is read meanwhile and, when it is a valid ``initialize``, answered.
+    The client's first line is read and, when it is a valid ``initialize``, answered
+    before ``load`` imports the SDK: the client's next lines wait in the pipe.
     """
-    loaded: list[Any] = []
-    failed: list[BaseException] = []
-
-    def loading() -> None:
-        try:
-            loaded.append(load())
-        except BaseException as exc:  # re-raised on the main thread, where it is reported
-            failed.append(exc)
-
-    loader = threading.Thread(target=loading, name="hostcore-mcp-load", daemon=True)
-    loader.start()
     wire = _Wire()
     first = stdin.readline()
     if not first:
-        # The client left before saying anything: nothing to serve. The load is let
-        # finish, so the interpreter never shuts down under an import in progress.
-        loader.join()
-        return
+        return  # the client left before saying anything: nothing to serve
     sent: tuple[int | str, Any] | None = None
     message = _envelope(first)
     if message is not None:
@@ -165,10 +153,8 @@ def serve(stdin: IO[bytes], stdout_fd: int, load: Loaded) -> None:
             os.write(stdout_fd, answer + b"\n")
             wire.answered(_Envelope(id=message.id))
             sent = (message.id, result)
-    loader.join()
-    if failed:
-        raise failed[0]
-    anyio.run(_run, loaded[0], _Input(stdin, [first], wire), _Output(stdout_fd, wire, sent))
+    server = load()
+    anyio.run(_run, server, _Input(stdin, [first], wire), _Output(stdout_fd, wire, sent))
     if wire.pending:
         log.warning("hostcore mcp: the client went away before its answer was sent "
                     "(%d call(s)); ending", len(wire.pending))

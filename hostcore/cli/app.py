@@ -194,8 +194,11 @@ def run_cli(args: list[str], *, extra_plugins: Sequence[object] = (),
     except PluginLoadError as exc:
         # Strict mode is asked for by whoever is developing a plugin: the traceback,
         # down to the plugin's own frame (the error it was raised from), is the point.
+        # A refused declaration (an empty entry point name) ran no plugin code: its one
+        # line says everything, and a trace of hostcore's own frames would only hide it.
         click.echo(f"hostcore: {exc}", err=True)
-        click.echo("".join(traceback.format_exception(exc)).rstrip("\n"), err=True)
+        if (exc.__cause__ or exc.__context__) is not None:
+            click.echo("".join(traceback.format_exception(exc)).rstrip("\n"), err=True)
         return 1
     except HostcoreError as exc:  # a held lock, an unusable store
         return _fail(str(exc), 1)

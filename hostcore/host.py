@@ -72,8 +72,9 @@ STEP_LOCK_FILE = "run.lock"
 # Kept for embedders that imported it from here in 0.1.
 BACKLOG_INTERVAL_SECONDS = ticks.BACKLOG_INTERVAL_SECONDS
 StepReport = ticks.StepReport
-# Tables the host itself reads, whenever it gets to them.
-_HOST_TABLES = frozenset({"export"})
+# Tables the host and its built-in domains read, whenever they get to them (the
+# governance plugin reads its table only when a gate or hook runs, after this check).
+_HOST_TABLES = frozenset({"export", "governance"})
 
 
 def resolve_root(root: str | os.PathLike[str] | None, env: Mapping[str, str]) -> Path:

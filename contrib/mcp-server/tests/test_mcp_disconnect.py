@@ -42,7 +42,7 @@ from mcp.client.streamable_http import streamable_http_client
 from hostcore.workitems.poller import LAST_CYCLE_FILE
 
 # Generous bounds on waiting for an event: they only end a test that would hang.
-EVENT_WAIT_SECONDS = 30
+EVENT_WAIT_SECONDS = 120
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
               "params": {"protocolVersion": "2025-11-25", "capabilities": {},
                          "clientInfo": {"name": "leaver", "version": "0"}}}

@@ -273,3 +273,35 @@ def test_hooks_install_rebuilds_the_index_with_the_declarations(root, env):
     found = json.loads((root / index.FILE).read_text())
     assert found["interests"]["claude-code"] == [{"events": ["SessionEnd", "Stop"]}]
     assert found["signature"] == dispatch.signature(env)
+
+
+def test_a_due_hook_loads_its_plugins_from_the_index_reading_no_metadata(root, env):
+    script = (
+        "import sys\n"
+        "opened = []\n"
+        "def audit(event, args):\n"
+        "    if event == 'open' and str(args[0]).endswith(('entry_points.txt', 'METADATA')):\n"
+        "        opened.append(str(args[0]))\n"
+        "sys.addaudithook(audit)\n"
+        "from hostcore.__main__ import main\n"
+        "try:\n"
+        f"    main(['--root', {str(root)!r}, 'hook', '--agent', 'claude-code'])\n"
+        "except SystemExit:\n"
+        "    sys.stderr.write(f'OPENED {len(opened)} ' + ' '.join(sorted(sys.modules)) + '\\n')\n"
+        "    raise\n")
+    stop = helpers.claude_event("Stop", "s1", helpers.claude_transcript(env, "s1", 3))
+
+    def opened() -> tuple[int, set[str]]:
+        done = subprocess.run([sys.executable, "-c", script], input=json.dumps(stop).encode(),
+                              capture_output=True, env=env, timeout=60)
+        assert (done.returncode, done.stdout) == (0, b""), done.stderr
+        line = next(x for x in done.stderr.decode().splitlines() if x.startswith("OPENED "))
+        count, *modules = line.split()[1:]
+        return int(count), set(modules)
+
+    first, _ = opened()
+    assert first > 0  # the index is built from every distribution's metadata
+    again, modules = opened()
+    assert again == 0
+    assert "hostcore_claude_code.plugin" in modules  # due at a Stop, and loaded
+    assert helpers.stored_rows(root, env) == 3

@@ -47,7 +47,7 @@ MAX_INPUT_BYTES = 4 << 20
 INDEX_FILE = os.path.join("agents", "plugin-index.json")
 STAMPS_DIR = os.path.join("agents", "stamps")
 # Part of the index's signature: an index written in another layout is rebuilt.
-INDEX_FORMAT = 3
+INDEX_FORMAT = 4
 # The loader's and the host's variables (hostcore.plugin.loader, hostcore.host), named
 # here so that this module imports neither; tests/test_agent_hook_dispatch.py checks.
 ENV_ALLOW = "HOSTCORE_LOAD_PLUGINS"

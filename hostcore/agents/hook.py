@@ -31,8 +31,10 @@ from hostcore.agents.dispatch import read_input
 from hostcore.agents.events import AGENTS, MAX_INPUT_BYTES, EventRefused, decode_event
 from hostcore.errors import ConfigError
 from hostcore.plugin.calls import callers, guarded, plugin_output
+from hostcore.plugin.discovery import entry_points
 from hostcore.plugin.gate import GateVerdict
 from hostcore.plugin.loader import ENV_ALLOW, PluginSet, load_plugins
+from hostcore.plugin.markers import ENTRY_POINT_GROUP
 
 if TYPE_CHECKING:
     from hostcore.agents.events import AgentEvent
@@ -106,12 +108,16 @@ def plugin_index(root: Path, env: Mapping[str, str]
     return decoded, every
 
 
-def lean_plugins(env: Mapping[str, str], names: Collection[str]) -> PluginSet:
+def lean_plugins(env: Mapping[str, str], names: Collection[str],
+                 found: Mapping[str, object] | None = None) -> PluginSet:
     """The plugins a hook loads: :data:`LEAN_BUILTINS` and the entry-point plugins
     ``names`` (the index's, made under the user's allow and block lists: they are
-    allowed, and the block list still applies)."""
+    allowed, and the block list still applies), from the entry points the index
+    ``found`` keeps when it keeps theirs (no metadata file is read), else as found on
+    ``sys.path``."""
     return load_plugins(LEAN_BUILTINS, (), load_entrypoints=True,
-                        env={**env, ENV_ALLOW: ",".join(names)})
+                        env={**env, ENV_ALLOW: ",".join(names)},
+                        found=None if found is None else index.entry_points_of(found, names))
 
 
 def rebuild_index(root: Path, env: Mapping[str, str], expected: str | None = None
@@ -122,8 +128,9 @@ def rebuild_index(root: Path, env: Mapping[str, str], expected: str | None = Non
 
 def _rebuild(root: Path, env: Mapping[str, str], expected: str
              ) -> tuple[index.PluginIndex, PluginSet]:
-    every = load_plugins(LEAN_BUILTINS, (), load_entrypoints=True, env=env)
-    built = index.build(every, expected)
+    found = entry_points(ENTRY_POINT_GROUP)
+    every = load_plugins(LEAN_BUILTINS, (), load_entrypoints=True, env=env, found=found)
+    built = index.build(every, expected, found)
     index.write(root, built)
     return built, every
 
@@ -154,6 +161,7 @@ def handle_input(data: bytes, oversized: bool, *, agent: str | None,
     due: list[str] | None = None
     throttled: set[str] = set()
     loaded = None
+    found: dict[str, object] | None = None
     if fields is not None:  # else run_hook notes the fault, calling nobody
         found, loaded = plugin_index(root, env)
         due = dispatch.due_plugins(found, fields, str(root), time.time())
@@ -162,7 +170,7 @@ def handle_input(data: bytes, oversized: bool, *, agent: str | None,
         throttled = dispatch.throttled(found) & set(due)
     return run_hook(agent=agent, data=data, oversized=oversized, root=root, env=env,
                     make_host=lambda plugins: make_host(root, plugins), started=started,
-                    due=due, throttled=throttled, plugins=loaded)
+                    due=due, throttled=throttled, plugins=loaded, found=found)
 
 
 def budget_seconds(event: str, agent: str, env: Mapping[str, str]) -> float:
@@ -180,13 +188,15 @@ def run_hook(*, agent: str | None, data: bytes, oversized: bool, root: Path,
              env: Mapping[str, str], make_host: Callable[[PluginSet], Host],
              started: float, clock: Callable[[], float] = time.monotonic,
              due: Collection[str] | None = None, throttled: Collection[str] = (),
-             plugins: PluginSet | None = None) -> HookOutcome:
+             plugins: PluginSet | None = None, found: Mapping[str, object] | None = None
+             ) -> HookOutcome:
     """Handle one event: the kinds of the faults it noted (none when all went well)
     and what the gates ask. Never raises for a fault: each is noted under ``root``
     and logged. ``due``: the plugins to call (``None``: every one implementing the
     hooks); of those, the ``throttled`` ones called without a fault get a stamp
     (:func:`~hostcore.agents.dispatch.stamp`). ``plugins``: a set already loaded
-    holding them (else the lean set is loaded)."""
+    holding them (else the lean set is loaded, from the entry points the plugin index
+    ``found`` keeps)."""
     kinds: list[str] = []
     keep_working: list[str] = []
     event_name = "-"
@@ -220,10 +230,12 @@ def run_hook(*, agent: str | None, data: bytes, oversized: bool, root: Path,
     try:
         with plugin_output():  # stdout is the agent's: nothing but hook JSON goes there
             if plugins is None:
-                names = plugin_index(root, env)[0]["plugins"] if due is None else due
+                if found is None:
+                    found = plugin_index(root, env)[0]
+                names = found["plugins"] if due is None else due
                 assert isinstance(names, Collection)
                 plugins = lean_plugins(env, [n for n in names if isinstance(n, str)
-                                             and n not in LEAN_BUILTINS])
+                                             and n not in LEAN_BUILTINS], found)
             host = make_host(plugins)
             try:
                 budget = budget_seconds(event.name, agent, env)

@@ -18,17 +18,19 @@ rebuilds the index.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 import msgspec
 
 from hostcore.agents.dispatch import INDEX_FILE, signature
 from hostcore.files import atomic_write
+from hostcore.plugin.discovery import DistLabel, FoundEntryPoint
 from hostcore.plugin.interest import INTEREST_ATTRIBUTE, AgentInterest
 from hostcore.plugin.loader import PluginSet
 
-__all__ = ["FILE", "GATE_HOOK", "HOOK", "Interest", "PluginIndex", "build", "signature",
-           "write"]
+__all__ = ["FILE", "GATE_HOOK", "HOOK", "IndexedEntryPoint", "Interest", "PluginIndex",
+           "build", "entry_points_of", "signature", "write"]
 
 FILE = Path(INDEX_FILE)
 HOOK = "hostcore_agent_event"
@@ -48,6 +50,16 @@ class Interest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     every_seconds: dict[str, float] = {}
 
 
+class IndexedEntryPoint(msgspec.Struct, frozen=True):
+    """An entry-point plugin as discovery found it (:class:`~hostcore.plugin.discovery.
+    FoundEntryPoint`): a hook loads it from this, reading no metadata file."""
+
+    value: str
+    distribution: str
+    version: str | None
+    requires: tuple[str, ...]
+
+
 class PluginIndex(msgspec.Struct, frozen=True):
     """The plugins implementing :data:`HOOK` or :data:`GATE_HOOK`, for one set of
     installed plugins (``signature``): ``plugins`` the entry-point ones, ``builtins``
@@ -58,10 +70,13 @@ class PluginIndex(msgspec.Struct, frozen=True):
     plugins: tuple[str, ...]
     builtins: tuple[str, ...] = ()
     interests: dict[str, tuple[Interest, ...]] = {}
+    entry_points: dict[str, IndexedEntryPoint] = {}
 
 
-def build(plugins: PluginSet, expected: str) -> PluginIndex:
-    """The index of ``plugins`` (every installed plugin, loaded) for ``expected``."""
+def build(plugins: PluginSet, expected: str,
+          found: Sequence[FoundEntryPoint] = ()) -> PluginIndex:
+    """The index of ``plugins`` (every installed plugin, loaded from the entry points
+    ``found``) for ``expected``."""
     declared: dict[str, list[AgentInterest | None]] = {}
     for hook_name in (HOOK, GATE_HOOK):
         for impl in getattr(plugins.pm.hook, hook_name).get_hookimpls():
@@ -77,17 +92,38 @@ def build(plugins: PluginSet, expected: str) -> PluginIndex:
     # A plugin with a hookimpl that declared nothing takes every event: what it left
     # undeclared may want any.
     interests = {}
-    for name, found in declared.items():
+    for name, hooks in declared.items():
         kept = [Interest(events=i.events, tools=i.tools, every_seconds=i.every_seconds)
-                for i in found if isinstance(i, AgentInterest)]
-        if len(kept) == len(found):
+                for i in hooks if isinstance(i, AgentInterest)]
+        if len(kept) == len(hooks):
             interests[name] = tuple(kept)
     infos = plugins.infos
+    loaded = tuple(sorted(n for n in declared if n in infos and infos[n].status == "loaded"))
+    points = {ep.name: IndexedEntryPoint(ep.value, ep.dist.name, ep.dist.version,
+                                         ep.dist.requires)
+              for ep in found if ep.name in loaded}
     return PluginIndex(
-        expected,
-        tuple(sorted(n for n in declared if n in infos and infos[n].status == "loaded")),
+        expected, loaded,
         tuple(n for n in infos if n in declared and infos[n].status == "builtin"),
-        interests)
+        interests, points)
+
+
+def entry_points_of(found: Mapping[str, object], names: Collection[str]
+                    ) -> list[FoundEntryPoint] | None:
+    """The entry points of the plugins ``names`` as the index ``found`` (JSON) keeps
+    them, or ``None`` when it does not keep one of them (then discovery finds them)."""
+    kept = found.get("entry_points")
+    if not isinstance(kept, dict):
+        return None
+    points = []
+    for name in names:
+        try:
+            ep = msgspec.convert(kept[name], IndexedEntryPoint)
+        except (KeyError, msgspec.ValidationError):
+            return None
+        points.append(FoundEntryPoint(name, ep.value,
+                                      DistLabel(ep.distribution, ep.version, ep.requires)))
+    return points
 
 
 def write(root: Path, index: PluginIndex) -> None:

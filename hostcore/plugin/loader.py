@@ -38,7 +38,7 @@ import importlib
 import logging
 import re
 import traceback
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import msgspec
@@ -47,7 +47,7 @@ import pluggy
 from hostcore import HOOK_API_VERSION, __version__
 from hostcore.errors import PluginLoadError
 from hostcore.plugin import hookspecs
-from hostcore.plugin.discovery import entry_points
+from hostcore.plugin.discovery import FoundEntryPoint, entry_points
 from hostcore.plugin.markers import ENTRY_POINT_GROUP, PROJECT_NAME
 
 log = logging.getLogger("hostcore.plugin.loader")
@@ -181,8 +181,11 @@ def load_plugins(
     *,
     load_entrypoints: bool,
     env: Mapping[str, str],
+    found: Sequence[FoundEntryPoint] | None = None,
 ) -> PluginSet:
-    """Build a :class:`PluginSet`: built-ins, then ``extra`` objects, then entry points."""
+    """Build a :class:`PluginSet`: built-ins, then ``extra`` objects, then entry points:
+    those on ``sys.path``, or ``found`` (what a caller read off ``sys.path`` before, as
+    the agent hook's plugin index keeps it: no metadata file is read again)."""
     plugins = PluginSet(strict=env.get(ENV_STRICT, "").lower() in ("1", "true", "yes"))
     for module_name in builtins:
         module = importlib.import_module(module_name)
@@ -198,7 +201,7 @@ def load_plugins(
         plugins.register(obj, PluginInfo(name=name, distribution=None, version=None,
                                          status="loaded"))
     if load_entrypoints:
-        _load_entry_points(plugins, env)
+        _load_entry_points(plugins, env, found)
     _check_pending(plugins)
     return plugins
 
@@ -217,14 +220,15 @@ def _check_pending(plugins: PluginSet) -> None:
             plugins.fail(info, one_line(exc))
 
 
-def _load_entry_points(plugins: PluginSet, env: Mapping[str, str]) -> None:
+def _load_entry_points(plugins: PluginSet, env: Mapping[str, str],
+                       found: Sequence[FoundEntryPoint] | None = None) -> None:
     allow = _name_set(env[ENV_ALLOW]) if ENV_ALLOW in env else None
     block = _name_set(env.get(ENV_BLOCK, ""))
     chosen = (allow or set()) | block
     matched: set[str] = set()
     seen: set[tuple[str, str]] = set()
     taken = {canonical_name(name): _origin(info) for name, info in plugins.infos.items()}
-    for ep in entry_points(ENTRY_POINT_GROUP):
+    for ep in entry_points(ENTRY_POINT_GROUP) if found is None else found:
         dist_name, version, requires = ep.dist
         if (dist_name, ep.name) in seen:  # the same dist on sys.path twice
             continue

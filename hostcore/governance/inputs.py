@@ -76,13 +76,19 @@ def file_digest(path: str | Path) -> str | None:
     """SHA-256 hex of the regular file at ``path``; ``""`` when nothing is there;
     ``None`` when something is there that cannot be read as a file (a folder, a FIFO,
     a dangling symlink, a permission refused)."""
+    # lstat first: most names asked for are absent, and that is then one call.
     try:
-        found = os.stat(path)
+        found = os.lstat(path)
     except FileNotFoundError:
-        # A symlink pointing nowhere is there, and says nothing: unknown, not absent.
-        return None if os.path.islink(path) else ""
+        return ""
     except OSError:
         return None
+    if stat.S_ISLNK(found.st_mode):
+        try:
+            found = os.stat(path)
+        except OSError:
+            # A symlink pointing nowhere is there, and says nothing: unknown, not absent.
+            return None
     if not stat.S_ISREG(found.st_mode):
         return None  # never opened: a FIFO would block the gate
     import hashlib  # here, not at the top: it loads OpenSSL (a cold start's 2-3 ms)
@@ -107,6 +113,7 @@ class Resolver:
     def __init__(self, host: Host) -> None:
         self._host = host
         self._cache: dict[str, Folder] = {}
+        self._roots: dict[str, Path] = {}
         self.failed_plugins: dict[str, str] = {}  # name -> why, for the command to say
         # Listed once: a plugin that fails is unregistered, and its caller then
         # calls nothing, so the list stays right.
@@ -127,9 +134,14 @@ class Resolver:
         """What every plugin vouches for in ``folder`` itself."""
         plugins = self._host.plugins
         own = _Own()
+        # One Path per folder and per root, not per plugin and folder.
+        target_dir = Path(folder)
+        root = self._roots.get(repo_root)
+        if root is None:
+            root = self._roots[repo_root] = Path(repo_root)
         for name, call in self._callers:
-            ok, result = guarded(plugins, name, HOOK, call, target_dir=Path(folder),
-                                 repo_root=Path(repo_root), host=self._host)
+            ok, result = guarded(plugins, name, HOOK, call, target_dir=target_dir,
+                                 repo_root=root, host=self._host)
             if not ok:
                 self.failed_plugins[name] = _why(plugins.infos.get(name))
                 continue
@@ -168,6 +180,16 @@ class _Own:
                     into[member if plugin == BUILTIN else f"{plugin}:{member}"] = digest
 
 
+    def adds_nothing_to(self, above: Folder) -> bool:
+        """Whether the governance below ``above`` with these members is ``above``'s:
+        no member, decision or unknown, and no contributor it does not already name."""
+        return (not self.decisions and not self.unknown
+                and not any(self.members.values())
+                and all(component in above.contributors
+                        and who <= frozenset(above.contributors[component])
+                        for component, who in self.contributors.items()))
+
+
 class Folder:
     """The governance in force at one folder, before it is narrowed to a target's work
     item. Folders below one share what they do not add to (its decisions, mostly)."""
@@ -195,6 +217,10 @@ class Folder:
         if above is None:
             return cls(own.members, own.decisions, frozenset(own.unknown),
                        {c: frozenset(w) for c, w in own.contributors.items()})
+        if own.adds_nothing_to(above):
+            # Most folders hold no instruction file: sharing the parent's object lets
+            # the gate compare each distinct governance once, not once per folder.
+            return above
         members = {c: {**above.members.get(c, {}), **own.members.get(c, {})}
                    if c in own.members else above.members[c]
                    for c in above.members.keys() | own.members.keys()}

@@ -58,8 +58,11 @@ def hostcore_governance_inputs(target_dir: Path, repo_root: Path, host: Host
 def _context(folder: Path, repo_root: Path, names: tuple[str, ...]) -> dict[str, str] | None:
     """The instruction files in ``folder`` itself, keyed by their path in the
     repository; ``None`` when one of them cannot be read."""
-    prefix = os.path.relpath(folder, repo_root)
-    return _members(str(folder), names, prefix="" if prefix == "." else f"{prefix}/")
+    # The folder lies at or below the root (the resolver walks up to it): its path in
+    # the repository is a cut, cheaper than os.path.relpath once per folder.
+    here, top = str(folder), str(repo_root)
+    prefix = "" if here == top else here[len(top.rstrip("/")) + 1:] + "/"
+    return _members(here, names, prefix=prefix)
 
 
 def _members(folder: str, relatives: Sequence[str], *, prefix: str = ""

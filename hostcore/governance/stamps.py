@@ -46,6 +46,8 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS bases_session ON bases (session) WHERE session IS NOT NULL",
 )
 _COLUMNS = "path, kind, repo, seq, at, session, item, verdict, governance"
+# Parameters per statement: SQLite builds before 3.32 allow no more than 999.
+_PARAMETERS = 900
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder(Governance).decode
 
@@ -163,8 +165,9 @@ class Stamps:
         if db is None:
             return {}
         rows: list[tuple[object, ...]] = []
-        for path in set(paths):
-            rows.extend(db.execute(f"SELECT {_COLUMNS} FROM bases WHERE path = ?", (path,)))
+        for chunk in _chunks(sorted(set(paths))):
+            rows.extend(db.execute(f"SELECT {_COLUMNS} FROM bases WHERE path IN "
+                                   f"({', '.join('?' * len(chunk))})", chunk))
         return _entries(db, rows)
 
     def in_repository(self, repo: str) -> dict[str, Entry]:
@@ -200,15 +203,23 @@ def _governance_id(db: sqlite3.Connection, body: bytes) -> int:
     return int(gid)
 
 
-def _entries(db: sqlite3.Connection, rows: Iterable[Sequence[Any]]) -> dict[str, Entry]:
+def _chunks(values: Sequence[Any]) -> Iterable[Sequence[Any]]:
+    """``values`` in slices that fit one statement's parameters (SQLite's floor: 999)."""
+    for start in range(0, len(values), _PARAMETERS):
+        yield values[start:start + _PARAMETERS]
+
+
+def _entries(db: sqlite3.Connection, rows: Sequence[Sequence[Any]]) -> dict[str, Entry]:
     stamps: dict[str, Basis] = {}
     verdicts: dict[str, Basis] = {}
+    # The few governances the rows name, in one read per chunk, each decoded once.
     decoded: dict[int, Governance] = {}
+    for chunk in _chunks(sorted({row[-1] for row in rows})):
+        decoded.update((gid, _decode(body)) for gid, body in db.execute(
+            f"SELECT id, body FROM governances WHERE id IN ({', '.join('?' * len(chunk))})",
+            chunk))
     for path, kind, repo, seq, at, session, item, verdict, gid in rows:
-        governance = decoded.get(gid)
-        if governance is None:
-            (body,) = db.execute("SELECT body FROM governances WHERE id = ?", (gid,)).fetchone()
-            governance = decoded[gid] = _decode(body)
+        governance = decoded[gid]
         basis = Basis(path=path, kind=kind, repo=repo, seq=seq, at=at, governance=governance,
                       session=session, item=item, verdict=verdict)
         (stamps if kind == STAMP else verdicts)[path] = basis

@@ -48,8 +48,9 @@ def outbox(tmp_path: Path) -> Path:
 
 
 def hostcore(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    # Wide enough that the status screen's component line is never cut before its value.
     env = {"HOSTCORE_ROOT": str(root), "HOSTCORE_LOAD_PLUGINS": "directory-destination",
-           "PATH": "/usr/bin:/bin"}
+           "PATH": "/usr/bin:/bin", "COLUMNS": "300"}
     return subprocess.run([sys.executable, "-m", "hostcore", *args], env=env,
                           capture_output=True, text=True, timeout=120)
 

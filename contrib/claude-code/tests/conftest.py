@@ -13,17 +13,22 @@ the next a text answer; ``/v1/messages/count_tokens`` gets a count.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from hostcore.testing import require_tool
+
+_spec = importlib.util.spec_from_file_location(
+    "claude_code_fake_messages_api", Path(__file__).with_name("fake_messages_api.py"))
+assert _spec is not None and _spec.loader is not None
+fake_api = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(fake_api)
 
 REPO = Path(__file__).resolve().parents[3]
 ENV_DIR = "HOSTCORE_CLAUDE_CODE_DIR"
@@ -54,9 +59,12 @@ def claude_code() -> Path:
 class MessagesApi:
     """What the fake API was asked: each request's path and decoded body."""
 
-    def __init__(self, port: int) -> None:
-        self.base_url = f"http://127.0.0.1:{port}"
+    def __init__(self) -> None:
+        self.base_url = ""  # the server's, once it listens
         self.requests: list[tuple[str, dict[str, Any]]] = []
+
+    def seen(self, path: str, body: dict[str, Any]) -> None:
+        self.requests.append((path, body))
 
     def turns(self) -> list[str]:
         """The kind of answer given to each streamed /v1/messages request, in order."""
@@ -81,93 +89,33 @@ def _answer_kind(body: dict[str, Any]) -> str:
 def _events(kind: str) -> list[dict[str, Any]]:
     usage = {"input_tokens": 12, "output_tokens": 1, "cache_creation_input_tokens": 0,
              "cache_read_input_tokens": 0}
-    start = {"type": "message_start", "message": {
-        "id": f"msg_{kind}", "type": "message", "role": "assistant",
-        "model": "claude-sonnet-4-5", "content": [], "stop_reason": None,
-        "stop_sequence": None, "usage": usage}}
     if kind == "tool_use":
         block = {"type": "tool_use", "id": "toolu_hostcore", "name": "Bash", "input": {}}
         delta = {"type": "input_json_delta",
                  "partial_json": json.dumps({"command": TOOL_COMMAND,
                                              "description": "say something"})}
-        stop = "tool_use"
-    else:
-        block = {"type": "text", "text": ""}
-        delta = {"type": "text_delta", "text": "The command printed its line."}
-        stop = "end_turn"
-    return [start,
-            {"type": "content_block_start", "index": 0, "content_block": block},
-            {"type": "content_block_delta", "index": 0, "delta": delta},
-            {"type": "content_block_stop", "index": 0},
-            {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
-             "usage": {"output_tokens": 9}},
-            {"type": "message_stop"}]
+        return fake_api.message_events(f"msg_{kind}", block, delta, "tool_use", usage)
+    delta = {"type": "text_delta", "text": "The command printed its line."}
+    return fake_api.message_events(f"msg_{kind}", {"type": "text", "text": ""}, delta,
+                                   "end_turn", usage)
 
 
-def _handler(api: MessagesApi) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+def _stream(body: dict[str, Any]) -> list[dict[str, Any]]:
+    return _events(_answer_kind(body))
 
-        def log_message(self, format: str, *args: object) -> None:
-            pass  # the test's output is the test's
 
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b"{}"
-            try:
-                body = json.loads(raw)
-            except ValueError:
-                body = {}
-            path = self.path.split("?", 1)[0]
-            api.requests.append((path, body))
-            if path.endswith("/count_tokens"):
-                self._json({"input_tokens": 12})
-            elif path == "/v1/messages" and body.get("stream"):
-                self._stream(_events(_answer_kind(body)))
-            elif path == "/v1/messages":
-                kind = _answer_kind(body)
-                events = _events(kind)
-                message = dict(events[0]["message"])
-                message["content"] = [{"type": "text", "text": "ok"}]
-                message["stop_reason"] = "end_turn"
-                self._json(message)
-            else:
-                self._json({"type": "error", "error": {"type": "not_found_error",
-                                                       "message": "not here"}}, 404)
-
-        def do_GET(self) -> None:
-            self._json({"type": "error", "error": {"type": "not_found_error",
-                                                   "message": "not here"}}, 404)
-
-        def _json(self, data: dict[str, Any], status: int = 200) -> None:
-            payload = json.dumps(data).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def _stream(self, events: list[dict[str, Any]]) -> None:
-            payload = b"".join(
-                f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-    return Handler
+def _reply(path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    if path != "/v1/messages":
+        return 404, fake_api.NOT_FOUND
+    message = dict(_events(_answer_kind(body))[0]["message"])
+    message["content"] = [{"type": "text", "text": "ok"}]
+    message["stop_reason"] = "end_turn"
+    return 200, message
 
 
 @pytest.fixture
 def messages_api() -> Iterator[MessagesApi]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
-    api = MessagesApi(server.server_address[1])
-    server.RequestHandlerClass = _handler(api)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    api = MessagesApi()
+    with fake_api.serving(_stream, _reply, api.seen) as base_url:
+        api.base_url = base_url
         yield api
-    finally:
-        server.shutdown()
-        server.server_close()

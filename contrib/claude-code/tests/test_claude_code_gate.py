@@ -12,17 +12,23 @@ agent end with status 0.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+_spec = importlib.util.spec_from_file_location(
+    "claude_code_fake_messages_api", Path(__file__).with_name("fake_messages_api.py"))
+assert _spec is not None and _spec.loader is not None
+fake_api = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(fake_api)
 
 HOSTCORE = str(Path(sys.executable).parent / "hostcore")
 GATE_LINE = "- src/a.py: context moved"
@@ -36,8 +42,8 @@ STAMP_WAIT_SECONDS = 60.0
 class GateApi:
     """The fake Messages API: what it was asked, and the turns it answered."""
 
-    def __init__(self, port: int, target: Path, before_answer: Callable[[], None]) -> None:
-        self.base_url = f"http://127.0.0.1:{port}"
+    def __init__(self, target: Path, before_answer: Callable[[], None]) -> None:
+        self.base_url = ""  # the server's, once it listens
         self.target = target
         self.before_answer = before_answer
         self.requests: list[dict[str, Any]] = []
@@ -60,64 +66,23 @@ class GateApi:
 
 
 def _events(kind: str, target: Path) -> list[dict[str, Any]]:
-    start = {"type": "message_start", "message": {
-        "id": f"msg_{kind}", "type": "message", "role": "assistant",
-        "model": "claude-sonnet-4-5", "content": [], "stop_reason": None,
-        "stop_sequence": None, "usage": {"input_tokens": 12, "output_tokens": 1}}}
+    usage = {"input_tokens": 12, "output_tokens": 1}
     if kind == "write":
         block = {"type": "tool_use", "id": "toolu_gate", "name": "Write", "input": {}}
         delta = {"type": "input_json_delta", "partial_json": json.dumps(
             {"file_path": str(target), "content": "def a():\n\treturn 1\n"})}
-        stop = "tool_use"
-    else:
-        block = {"type": "text", "text": ""}
-        delta = {"type": "text_delta",
-                 "text": FIRST_ANSWER if kind == "answer" else LAST_ANSWER}
-        stop = "end_turn"
-    return [start,
-            {"type": "content_block_start", "index": 0, "content_block": block},
-            {"type": "content_block_delta", "index": 0, "delta": delta},
-            {"type": "content_block_stop", "index": 0},
-            {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
-             "usage": {"output_tokens": 9}},
-            {"type": "message_stop"}]
+        return fake_api.message_events(f"msg_{kind}", block, delta, "tool_use", usage)
+    delta = {"type": "text_delta", "text": FIRST_ANSWER if kind == "answer" else LAST_ANSWER}
+    return fake_api.message_events(f"msg_{kind}", {"type": "text", "text": ""}, delta,
+                                   "end_turn", usage)
 
 
-def _handler(api: GateApi) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            try:
-                body = json.loads(self.rfile.read(length) if length else b"{}")
-            except ValueError:
-                body = {}
-            path = self.path.split("?", 1)[0]
-            if path.endswith("/count_tokens"):
-                self._send(json.dumps({"input_tokens": 12}).encode(), "application/json")
-            elif path == "/v1/messages" and body.get("stream"):
-                self._send(b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode()
-                                    for e in api.answer(body)), "text/event-stream")
-            else:  # a side request (a title, a quota probe): a plain short answer
-                self._send(json.dumps({
-                    "id": "msg_side", "type": "message", "role": "assistant",
-                    "model": "claude-haiku-4-5", "content": [{"type": "text", "text": "ok"}],
-                    "stop_reason": "end_turn", "stop_sequence": None,
-                    "usage": {"input_tokens": 1, "output_tokens": 1}}).encode(),
-                    "application/json")
-
-        def _send(self, payload: bytes, content_type: str) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-    return Handler
+def _side_reply(path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """A request not streamed (a title, a quota probe): a plain short answer."""
+    return 200, {"id": "msg_side", "type": "message", "role": "assistant",
+                 "model": "claude-haiku-4-5", "content": [{"type": "text", "text": "ok"}],
+                 "stop_reason": "end_turn", "stop_sequence": None,
+                 "usage": {"input_tokens": 1, "output_tokens": 1}}
 
 
 def _hostcore(root: Path, env: dict[str, str], *args: str, cwd: Path | None = None
@@ -163,17 +128,10 @@ def gate_api(tmp_path: Path, repo: Path, env: dict[str, str]) -> Iterator[GateAp
             time.sleep(0.1)
         (repo / "CLAUDE.md").write_text("Indent with four spaces.\n")
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
-    api = GateApi(server.server_address[1], repo / "src" / "a.py",
-                  change_claude_md_after_the_stamp)
-    server.RequestHandlerClass = _handler(api)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    api = GateApi(repo / "src" / "a.py", change_claude_md_after_the_stamp)
+    with fake_api.serving(api.answer, _side_reply) as base_url:
+        api.base_url = base_url
         yield api
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_a_stale_file_at_stop_reaches_the_model_and_claude_code_goes_on_and_ends_with_0(

@@ -47,6 +47,7 @@ from hostcore.files import LockBusy
 from hostcore.records import encode_json
 
 if TYPE_CHECKING:
+    from hostcore.agents.events import AgentEvent
     from hostcore.evidence.rows import EvidenceRow
     from hostcore.host import Host
 
@@ -794,3 +795,22 @@ def ingest_file(host: Host, source: TranscriptSource, path: str, *, seconds: flo
     except LockBusy:
         return None
     return stored
+
+
+# The agent events after which a session's transcript is read at once, within the
+# event's budget; what is left (the agent writes its transcript behind its hooks) waits
+# for the next tick, and keys make reading a line twice add nothing.
+SESSION_INGEST_EVENTS = frozenset({"Stop", "SessionEnd"})
+
+
+def ingest_session_transcript(host: Host, source_name: str, event: AgentEvent) -> None:
+    """The body of a transcript plugin's ``hostcore_agent_event``: at an event of
+    :data:`SESSION_INGEST_EVENTS` from the agent named ``source_name``, store the new
+    rows of the session's transcript with that source (:func:`ingest_file`), within the
+    event's budget. Any other event, or one naming no transcript, reads nothing."""
+    if (event.agent != source_name or event.name not in SESSION_INGEST_EVENTS
+            or not event.transcript_path):
+        return
+    for source in host.sources:
+        if source.name == source_name and isinstance(source, TranscriptSource):
+            ingest_file(host, source, event.transcript_path, seconds=event.budget_seconds)

@@ -20,8 +20,9 @@ import msgspec
 
 from hostcore.evidence.transcripts import (
     READ_EVENT_ATTRIBUTES,
+    SESSION_INGEST_EVENTS,
     TranscriptSource,
-    ingest_file,
+    ingest_session_transcript,
 )
 from hostcore.plugin.interest import agent_interest
 from hostcore.plugin.markers import hookimpl
@@ -31,12 +32,6 @@ from hostcore_claude_code.source import EVENT, NAME, PATTERNS, parse_line
 if TYPE_CHECKING:
     from hostcore.agents.events import AgentEvent
     from hostcore.host import Host
-
-# The events after which the session's transcript is read at once, within the event's
-# budget; what is left (the agent writes its transcript behind its hooks) waits for
-# the next tick, and keys make reading a line twice add nothing.
-INGEST_ON = frozenset({"Stop", "SessionEnd"})
-
 
 class ClaudeCodeConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """The ``[plugins.claude-code]`` table. Unknown keys are errors, so typos show."""
@@ -75,11 +70,7 @@ def hostcore_events() -> EventSpec:
 
 
 @hookimpl
-@agent_interest(*INGEST_ON)
+@agent_interest(*SESSION_INGEST_EVENTS)
 def hostcore_agent_event(event: AgentEvent, host: Host) -> None:
-    """At Stop and SessionEnd, ingest that session's transcript now (see INGEST_ON)."""
-    if event.agent != NAME or event.name not in INGEST_ON or not event.transcript_path:
-        return
-    for source in host.sources:
-        if source.name == NAME and isinstance(source, TranscriptSource):
-            ingest_file(host, source, event.transcript_path, seconds=event.budget_seconds)
+    """At Stop and SessionEnd, ingest that session's transcript now, within its budget."""
+    ingest_session_transcript(host, NAME, event)

@@ -28,6 +28,9 @@ _agent_choice = click.Choice(AGENTS)
 _scope_option = click.option(
     "--scope", type=click.Choice(("user", "project")), default="user", show_default=True,
     help="user: the agent's settings for every folder; project: this folder's.")
+_dry_run_option = click.option(
+    "--dry-run", is_flag=True,
+    help="Print the settings file as it would be written; change nothing.")
 
 
 @click.command("hook")
@@ -78,11 +81,21 @@ def _path(host: Host, agent: Agent, scope: str) -> Path:
                                  project=Path.cwd())
 
 
+def _written(path: Path, settings: dict[str, Any], dry_run: bool) -> bool:
+    """Write ``settings`` to ``path``, or on --dry-run print them and leave it; whether
+    they were written."""
+    if dry_run:
+        click.echo(install.render(settings).decode(), nl=False)
+        click.echo(f"hostcore: dry run: {path} was not changed", err=True)
+        return False
+    install.write_settings(path, settings)
+    return True
+
+
 @hooks_group.command("install")
 @click.option("--agent", type=_agent_choice, required=True, help="The agent to hook.")
 @_scope_option
-@click.option("--dry-run", is_flag=True,
-              help="Print the settings file as it would be written; change nothing.")
+@_dry_run_option
 @pass_host(read_only=True)
 def install_command(host: Host, agent: Agent, scope: str, dry_run: bool) -> None:
     """Add hostcore's hook to each event of the agent's settings.
@@ -96,11 +109,8 @@ def install_command(host: Host, agent: Agent, scope: str, dry_run: bool) -> None
     path = _path(host, agent, scope)
     command = install.command_line(_program(), host.root, agent)
     settings = install.with_ours(install.read_settings(path), agent, command)
-    if dry_run:
-        click.echo(install.render(settings).decode(), nl=False)
-        click.echo(f"hostcore: dry run: {path} was not changed", err=True)
+    if not _written(path, settings, dry_run):
         return
-    install.write_settings(path, settings)
     # The hook's plugin index, made now: the first hook then loads only what it needs.
     rebuild_index(prepare_root(host.root, read_only=False), host.env)
     click.echo(f"{agent}: hostcore hooks {len(install.TIMEOUTS)} events in {path}")
@@ -109,8 +119,7 @@ def install_command(host: Host, agent: Agent, scope: str, dry_run: bool) -> None
 @hooks_group.command("uninstall")
 @click.option("--agent", type=_agent_choice, required=True, help="The agent to unhook.")
 @_scope_option
-@click.option("--dry-run", is_flag=True,
-              help="Print the settings file as it would be written; change nothing.")
+@_dry_run_option
 @pass_host(read_only=True)
 def uninstall_command(host: Host, agent: Agent, scope: str, dry_run: bool) -> None:
     """Take hostcore's hooks out of the agent's settings; everything else stays."""
@@ -119,13 +128,8 @@ def uninstall_command(host: Host, agent: Agent, scope: str, dry_run: bool) -> No
     if not install.entries(found, agent):
         click.echo(f"{agent}: no hostcore hook in {path}")
         return
-    settings = install.without_ours(found, agent)
-    if dry_run:
-        click.echo(install.render(settings).decode(), nl=False)
-        click.echo(f"hostcore: dry run: {path} was not changed", err=True)
-        return
-    install.write_settings(path, settings)
-    click.echo(f"{agent}: hostcore hooks removed from {path}")
+    if _written(path, install.without_ours(found, agent), dry_run):
+        click.echo(f"{agent}: hostcore hooks removed from {path}")
 
 
 @hooks_group.command("status")

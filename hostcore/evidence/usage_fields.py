@@ -11,7 +11,9 @@ counted and skipped, never summed into a total.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
+
+import msgspec
 
 from hostcore.evidence.blake2 import blake2b
 
@@ -27,6 +29,11 @@ TIER_THRESHOLD = 200_000
 # The token kinds, in the order rows, aggregates and reports list them.
 TOKEN_KINDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens",
                "cache_read_input_tokens")
+# A count as a source's msgspec Struct declares it: msgspec then checks it while it
+# decodes the line, in C (a bool, a float, a negative count or one past MAX_COUNT
+# fails the decode, and the line counts as malformed), so a row with usage pays no
+# Python call per count.
+Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
 
 
 class BadUsage(ValueError):
@@ -65,11 +72,14 @@ def response_digest(*parts: str) -> str:
 
 
 def tokens(model: str, counts: tuple[int, int, int, int], response: str) -> dict[str, Any]:
-    """The ``usage`` payload of one response: model, the four kinds, its digest and,
-    when a kind passed :data:`TIER_THRESHOLD`, the excess of each kind."""
-    found: dict[str, Any] = {"model": model, "response": response}
-    found.update(zip(TOKEN_KINDS, counts, strict=True))
-    above = [max(0, n - TIER_THRESHOLD) for n in counts]
-    if any(above):
-        found["above_tier"] = above
+    """The ``usage`` payload of one response: model, the four kinds (``counts``, in
+    :data:`TOKEN_KINDS` order), its digest and, when a kind passed
+    :data:`TIER_THRESHOLD`, the excess of each kind."""
+    fresh, output, creation, read = counts
+    # Written out rather than zipped and looped: this runs for every row with usage.
+    found: dict[str, Any] = {"model": model, "response": response, "input_tokens": fresh,
+                             "output_tokens": output, "cache_creation_input_tokens": creation,
+                             "cache_read_input_tokens": read}
+    if max(counts) > TIER_THRESHOLD:
+        found["above_tier"] = [max(0, n - TIER_THRESHOLD) for n in counts]
     return found

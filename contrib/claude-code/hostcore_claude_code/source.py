@@ -37,7 +37,7 @@ import msgspec
 from hostcore.evidence import usage_fields
 from hostcore.evidence.rows import EvidenceRow
 from hostcore.evidence.transcripts import FileState, Line, TranscriptSource, line_key
-from hostcore.evidence.usage_fields import BadUsage
+from hostcore.evidence.usage_fields import BadUsage, Count
 
 NAME = "claude-code"
 EVENT = "claude_code.read"
@@ -53,12 +53,13 @@ _SUMMARY_FIELDS = {"total_api_duration": "api_duration_ms",
 
 
 class Usage(msgspec.Struct):
-    """Token counts of one response; typed ``Any`` so a wrong type is counted, here."""
+    """Token counts of one response, checked by msgspec as it decodes the line: a
+    count of the wrong type or out of range fails the decode (counted malformed)."""
 
-    input_tokens: Any = None
-    output_tokens: Any = None
-    cache_creation_input_tokens: Any = None
-    cache_read_input_tokens: Any = None
+    input_tokens: Count | None = None
+    output_tokens: Count | None = None
+    cache_creation_input_tokens: Count | None = None
+    cache_read_input_tokens: Count | None = None
 
 
 class Block(msgspec.Struct):
@@ -128,7 +129,11 @@ def parse_line(source: TranscriptSource, name: str, line: Line,
     payload: dict[str, Any] = {"type": record.type}
     if record.git_branch:
         payload["branch"] = record.git_branch
-    if record.message is not None:
+    message = record.message
+    # Most lines carry neither usage nor a tool block: they skip the call.
+    if message is not None and (message.usage is not None or (
+            message.content and (b'"tool_use"' in line.data
+                                 or b'"tool_result"' in line.data))):
         try:
             _add_usage(payload, record, line.data)
         except (BadUsage, msgspec.DecodeError):
@@ -157,9 +162,8 @@ def _add_usage(payload: dict[str, Any], record: ClaudeLine, data: bytes) -> None
     assert message is not None
     if message.usage is not None:
         usage = message.usage
-        found = (usage_fields.count(usage.input_tokens), usage_fields.count(usage.output_tokens),
-                 usage_fields.count(usage.cache_creation_input_tokens),
-                 usage_fields.count(usage.cache_read_input_tokens))
+        found = (usage.input_tokens or 0, usage.output_tokens or 0,
+                 usage.cache_creation_input_tokens or 0, usage.cache_read_input_tokens or 0)
         model = "unknown" if message.model is None else usage_fields.name(message.model)
         request = record.request_id if record.request_id is not None else record.request_ref
         if isinstance(message.id, str) and isinstance(request, str):

@@ -65,12 +65,13 @@ class Payload(msgspec.Struct):
 
 
 class TokenUsage(msgspec.Struct):
-    """One of a ``token_count`` event's figures; typed ``Any`` so a wrong type is
-    counted here, not taken for a count."""
+    """One of a ``token_count`` event's figures, checked by msgspec as it decodes the
+    event: a count of the wrong type or out of range fails the decode (counted
+    malformed), never taken for a count."""
 
-    input_tokens: Any = None
-    cached_input_tokens: Any = None
-    output_tokens: Any = None
+    input_tokens: usage_fields.Count | None = None
+    cached_input_tokens: usage_fields.Count | None = None
+    output_tokens: usage_fields.Count | None = None
 
 
 class TokenInfo(msgspec.Struct):
@@ -150,9 +151,7 @@ def parse_line(source: TranscriptSource, name: str, line: Line,
 
 def _figures(usage: TokenUsage) -> tuple[int, int, int]:
     """Input, cached input and output of one ``token_count`` figure, checked."""
-    found = (usage_fields.count(usage.input_tokens),
-             usage_fields.count(usage.cached_input_tokens),
-             usage_fields.count(usage.output_tokens))
+    found = (usage.input_tokens or 0, usage.cached_input_tokens or 0, usage.output_tokens or 0)
     if found[1] > found[0]:
         raise usage_fields.BadUsage("more cached input than input")
     return found

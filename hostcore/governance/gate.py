@@ -23,6 +23,7 @@ import msgspec
 
 from hostcore.errors import HostcoreError
 from hostcore.export.ref import GOVERNANCE, Ref, compare
+from hostcore.governance import faults
 from hostcore.governance.inputs import Folder, Governance, Resolver, repository_root
 from hostcore.governance.stamps import APPROVED, REJECTED, STAMP, VERDICT, Basis, Entry, New, Stamps
 from hostcore.timestamps import format_utc, utc_now
@@ -53,10 +54,12 @@ class BadTarget(HostcoreError):
 
 
 class Checked(msgspec.Struct, frozen=True, kw_only=True):
-    """The statuses of a check and the plugins whose inputs failed during it."""
+    """The statuses of a check, the plugins whose inputs failed during it, and the
+    faults counted (kind -> how many, :mod:`hostcore.governance.faults`)."""
 
     targets: list[TargetStatus]
     failed_plugins: dict[str, str]
+    faults: dict[str, int] = msgspec.field(default_factory=dict)
 
 
 def stamp_targets(host: Host, paths: Sequence[Path], *, session: str | None = None,
@@ -76,7 +79,9 @@ def stamp_targets(host: Host, paths: Sequence[Path], *, session: str | None = No
     with _store(host) as store:
         store.record(STAMP, new, format_utc(utc_now()))
     judge = _Judge(resolver.failed_plugins)
-    return [judge.status(n.path, n.governance, n.governance) for n in new]
+    statuses = [judge.status(n.path, n.governance, n.governance) for n in new]
+    _note(host, judge.faults())
+    return statuses
 
 
 def approve_targets(host: Host, paths: Sequence[Path], *, reject: bool = False
@@ -98,7 +103,10 @@ def approve_targets(host: Host, paths: Sequence[Path], *, reject: bool = False
                for path, repo in targets]
         store.record(VERDICT, new, format_utc(utc_now()))
         entries = store.entries(n.path for n in new)
-    return _judge([entries.get(n.path) or Entry(path=n.path) for n in new], resolver)
+    statuses, counted = _judge([entries.get(n.path) or Entry(path=n.path) for n in new],
+                               resolver)
+    _note(host, counted)
+    return statuses
 
 
 def check_targets(host: Host, paths: Sequence[Path] | None = None, *,
@@ -135,8 +143,10 @@ def check(host: Host, paths: Sequence[Path] | None = None, *, session: str | Non
             entries = list(store.in_repository(str(where)).values())
     if session is not None:
         entries = [e for e in entries if e.stamp is not None and e.stamp.session == session]
-    return Checked(targets=_judge(entries, resolver),
-                   failed_plugins=dict(resolver.failed_plugins))
+    statuses, counted = _judge(entries, resolver)
+    _note(host, counted)
+    return Checked(targets=statuses, failed_plugins=dict(resolver.failed_plugins),
+                   faults=counted)
 
 
 def forget_targets(host: Host, paths: Sequence[Path]) -> int:
@@ -145,7 +155,14 @@ def forget_targets(host: Host, paths: Sequence[Path]) -> int:
         return store.forget(_absolute(path) for path in paths)
 
 
-def _judge(entries: Iterable[Entry], resolver: Resolver) -> list[TargetStatus]:
+def _note(host: Host, counted: Mapping[str, int]) -> None:
+    # A reporting command's host creates nothing: its faults go only into a store
+    # that exists (there is one whenever there was a stamp to judge).
+    faults.note(host.root, counted, read_only=host.read_only)
+
+
+def _judge(entries: Iterable[Entry], resolver: Resolver
+           ) -> tuple[list[TargetStatus], dict[str, int]]:
     # Every folder is resolved before any target is judged, so a plugin that fails
     # at the last folder leaves unknown what it vouched for at the first one too.
     judged: list[tuple[str, Basis | None, Folder | None]] = []
@@ -165,7 +182,7 @@ def _judge(entries: Iterable[Entry], resolver: Resolver) -> list[TargetStatus]:
             statuses.append(TargetStatus(path, STALE, (TARGET,)))
         else:
             statuses.append(judge.status(path, basis.governance, folder.for_item(basis.item)))
-    return statuses
+    return statuses, judge.faults()
 
 
 class _Judge:
@@ -178,13 +195,20 @@ class _Judge:
         # Keyed by identity: both objects outlive the judging (the entries and the
         # resolver's folders hold them), so an id is never reused meanwhile.
         self._seen: dict[tuple[int, int], tuple[str, ...]] = {}
+        self._unknown = 0  # targets judged with a governing input that could not be read
 
     def status(self, path: str, basis: Governance, now: Governance) -> TargetStatus:
         key = (id(basis), id(now))
         moved = self._seen.get(key)
         if moved is None:
             moved = self._seen[key] = self._moved(basis, now)
+        if basis.unknown or now.unknown:
+            self._unknown += 1
         return TargetStatus(path, STALE if moved else CURRENT, moved)
+
+    def faults(self) -> dict[str, int]:
+        """What kept this judging from a full answer, by fault kind."""
+        return {faults.INPUT_UNKNOWN: self._unknown, faults.INPUT_FAILED: len(self._failed)}
 
     def _moved(self, basis: Governance, now: Governance) -> tuple[str, ...]:
         moved = set(compare(_ref(basis), _ref(now)).moved())

@@ -18,6 +18,8 @@ the digests) is imported only at those two events, the only ones it declares
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -54,16 +56,32 @@ WRITING_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit", "apply_patch")
 @hookimpl
 @agent_interest("PostToolUse", "Stop", tools=WRITING_TOOLS)
 def hostcore_agent_gate(event: AgentEvent, host: Host) -> GateVerdict | None:
-    if event.name == "PostToolUse" and event.written:
-        return stamp_written(host, event)
-    if event.name == "Stop" and host.plugin_config("governance", GateSetting).gate:
-        return stop_verdict(host, event.session_id)
+    try:
+        if event.name == "PostToolUse" and event.written:
+            return stamp_written(host, event)
+        if event.name == "Stop" and host.plugin_config("governance", GateSetting).gate:
+            return stop_verdict(host, event.session_id)
+    except Exception:
+        # The agents domain counts this as its gate_failed and lets the agent go on;
+        # counted here too, so the gate's own status shows that it could not judge.
+        _count_gate_failed(host)
+        raise
     return None
+
+
+def _count_gate_failed(host: Host) -> None:
+    from hostcore.governance import faults
+
+    # The store may be what failed: a count that cannot be kept is left to the
+    # agents domain's, which has its own file.
+    with contextlib.suppress(Exception):
+        faults.note(host.root, {faults.GATE_FAILED: 1})
 
 
 def stamp_written(host: Host, event: AgentEvent) -> GateVerdict | None:
     """Stamp the files ``event`` wrote; a verdict carrying the kinds of those skipped."""
     # Imported here: only a file-writing tool's PostToolUse pays for the gate.
+    from hostcore.governance import faults as counted
     from hostcore.governance.gate import BadTarget, stamp_targets
     from hostcore.governance.inputs import OutsideRepository, repository_root
 
@@ -90,6 +108,8 @@ def stamp_written(host: Host, event: AgentEvent) -> GateVerdict | None:
                 stamp_targets(host, [path], session=event.session_id)
             except BadTarget:
                 faults.append(TARGET_GONE)
+    if faults:
+        counted.note(host.root, collections.Counter(faults))
     return GateVerdict(faults=tuple(faults)) if faults else None
 
 

@@ -5,7 +5,10 @@
   point), ``terms`` (the configured terminology files) and ``decisions`` (the
   ledger's decisions, by work item);
 * the ``stamp``, ``check`` and ``approve`` commands (defined in
-  :mod:`hostcore.governance.commands`).
+  :mod:`hostcore.governance.commands`);
+* the ``governance`` worker: its ``status()`` shows the gate's fault counts by kind
+  (:mod:`hostcore.governance.faults`), and each tick fails its step naming the
+  kinds counted since the last one, so ``run --once`` exits 1 after a fault.
 
 Configured in ``[plugins.governance]``: ``context_files`` adds instruction file
 names to ``CLAUDE.md`` and ``AGENTS.md``; ``terms`` lists terminology files,
@@ -19,7 +22,9 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from hostcore.errors import HostcoreError
 from hostcore.plugin.markers import hookimpl
+from hostcore.plugin.registration import StepFailed, WorkerResult
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -41,6 +46,45 @@ class GovernanceSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=Tru
     # Read by the gate's hook face (hostcore.governance.hook): false turns the Stop
     # check off. Declared here too, so a misspelt key is still refused.
     gate: bool = True
+
+
+class GateFaults(HostcoreError):
+    """The gate met faults since the last tick (each target was still answered, an
+    unknown one as stale); the message gives the kinds and counts."""
+
+
+class GovernanceWorker:
+    """Reports the gate's faults, once each, and shows their counts."""
+
+    name = "governance"
+    order = 990  # after the work of a tick, before agent-hooks' report
+
+    def __init__(self, root: Path) -> None:
+        self._root = root
+
+    def run(self, host: Host) -> WorkerResult:
+        # Imported here: every host loads this plugin; SQLite only when a tick runs.
+        from hostcore.governance import faults
+
+        new = faults.take_unreported(host.root)
+        if new:
+            listed = ", ".join(f"{kind}={n}" for kind, n in sorted(new.items()))
+            raise StepFailed(new) from GateFaults(
+                f"{sum(new.values())} staleness gate fault(s) since the last tick "
+                f"({listed}); `hostcore status` counts them")
+        return WorkerResult()
+
+    def status(self) -> dict[str, object]:
+        from hostcore.governance import faults
+
+        found = faults.faults(self._root)
+        return {"faults": {f.kind: f.count for f in found},
+                "last_fault_at": max((f.last_at for f in found), default=None)}
+
+
+@hookimpl
+def hostcore_workers(host: Host) -> GovernanceWorker:
+    return GovernanceWorker(host.root)
 
 
 @hookimpl

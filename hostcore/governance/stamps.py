@@ -44,6 +44,9 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS bases_repo ON bases (repo)",
     "CREATE INDEX IF NOT EXISTS bases_seq ON bases (seq)",
     "CREATE INDEX IF NOT EXISTS bases_session ON bases (session) WHERE session IS NOT NULL",
+    # The gate's fault counts, by kind (hostcore.governance.faults): no path, no name.
+    "CREATE TABLE IF NOT EXISTS faults (kind TEXT PRIMARY KEY, count INTEGER NOT NULL, "
+    "last_at TEXT NOT NULL, reported INTEGER NOT NULL DEFAULT 0)",
 )
 _COLUMNS = "path, kind, repo, seq, at, session, item, verdict, governance"
 # Parameters per statement: SQLite builds before 3.32 allow no more than 999.
@@ -116,6 +119,12 @@ class Stamps:
             for statement in _SCHEMA:
                 db.execute(statement)
         self._db = db
+        return db
+
+    def connection(self) -> sqlite3.Connection:
+        """The writable store's connection, its tables made (for the fault counts)."""
+        db = self._connect()
+        assert db is not None, "a read-only stamp store has no writable connection"
         return db
 
     def close(self) -> None:

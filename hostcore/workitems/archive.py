@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -39,7 +38,7 @@ from typing import TYPE_CHECKING, TypeVar
 import msgspec
 
 from hostcore.errors import RecordError
-from hostcore.files import ensure_dir, open_state_file
+from hostcore.workitems.sqlite_files import connect_owned, meta_value
 
 if TYPE_CHECKING:
     from tempfile import TemporaryDirectory
@@ -286,13 +285,7 @@ class Archive:
         return self._connection()
 
     def _connect(self) -> sqlite3.Connection:
-        ensure_dir(self.path.parent)
-        if not self.path.exists():
-            # Owner-only, whatever the umask; SQLite's journal copies this mode.
-            os.close(open_state_file(self.path, os.O_RDWR | os.O_CREAT))
-        db = sqlite3.connect(self.path, isolation_level=None, timeout=30,
-                             check_same_thread=False)
-        db.isolation_level = "DEFERRED"
+        db = connect_owned(self.path)
         # The truth for what it holds: every commit reaches the disk before it returns.
         db.execute("PRAGMA journal_mode = DELETE")
         db.execute("PRAGMA synchronous = FULL")
@@ -304,10 +297,7 @@ def _meta_table(db: sqlite3.Connection) -> bool:
 
 
 def _meta(db: sqlite3.Connection, key: str) -> str | None:
-    if not _meta_table(db):
-        return None
-    row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-    return None if row is None else str(row[0])
+    return meta_value(db, key) if _meta_table(db) else None
 
 
 def _count(db: sqlite3.Connection) -> int:

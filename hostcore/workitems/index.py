@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from hostcore.errors import RecordError
-from hostcore.files import ensure_dir, open_state_file
+from hostcore.files import ensure_dir
 from hostcore.workitems.records import (
     PollSection,
     PortableRecord,
@@ -44,6 +44,7 @@ from hostcore.workitems.records import (
     record_class,
     retry_at_of,
 )
+from hostcore.workitems.sqlite_files import connect_owned, meta_value
 
 log = logging.getLogger("hostcore.workitems.index")
 
@@ -247,7 +248,7 @@ class LedgerIndex:
     def fresh(self) -> sqlite3.Connection:
         """The index, re-synchronised first if the folder changed since it was written."""
         db = self._open()
-        if _meta(db, "dir_mtime_ns") != str(self._dir_mtime()):
+        if meta_value(db, "dir_mtime_ns") != str(self._dir_mtime()):
             if self._on_disk:
                 # A read-only process may not write the file: bring a copy up to date.
                 db = self._in_memory_copy(db)
@@ -255,7 +256,7 @@ class LedgerIndex:
                 return db
             with self._locked():
                 db = self._open()
-                if _meta(db, "dir_mtime_ns") != str(self._dir_mtime()):
+                if meta_value(db, "dir_mtime_ns") != str(self._dir_mtime()):
                     self._resync(db)
         return db
 
@@ -270,11 +271,11 @@ class LedgerIndex:
         if reason is None:
             try:
                 db = self._connect()
-                fmt = _meta(db, "format")
+                fmt = meta_value(db, "format")
                 boot = _boot_id()
-                ok = (bool(boot) and _meta(db, "boot") == boot) or _quick_check(db)
+                ok = (bool(boot) and meta_value(db, "boot") == boot) or _quick_check(db)
                 if ok and fmt == str(INDEX_FORMAT):
-                    if _meta(db, "boot") != boot:
+                    if meta_value(db, "boot") != boot:
                         with db:
                             _set_meta(db, "boot", boot)
                     self._db = db
@@ -297,8 +298,8 @@ class LedgerIndex:
                                      check_same_thread=False)
                 try:
                     boot = _boot_id()
-                    ok = (bool(boot) and _meta(db, "boot") == boot) or _quick_check(db)
-                    if ok and _meta(db, "format") == str(INDEX_FORMAT):
+                    ok = (bool(boot) and meta_value(db, "boot") == boot) or _quick_check(db)
+                    if ok and meta_value(db, "format") == str(INDEX_FORMAT):
                         self._db, self._on_disk = db, True
                         return db
                 except sqlite3.DatabaseError:
@@ -319,13 +320,7 @@ class LedgerIndex:
     def _connect(self) -> sqlite3.Connection:
         if self.path is None:
             return sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        ensure_dir(self.path.parent)
-        if not self.path.exists():
-            # Owner-only, whatever the umask; SQLite's journal copies this mode.
-            os.close(open_state_file(self.path, os.O_RDWR | os.O_CREAT))
-        db = sqlite3.connect(self.path, isolation_level=None, timeout=30,
-                             check_same_thread=False)
-        db.isolation_level = "DEFERRED"
+        db = connect_owned(self.path)
         # Re-derivable: durability is the records' job, so no fsync per update.
         db.execute("PRAGMA synchronous = OFF")
         return db
@@ -437,11 +432,6 @@ def scope_key(ref: str) -> str:
     owner and scope (GitHub's ``owner/repo#N``), so ownership is asked once a key."""
     cut = max(ref.rfind(separator) for separator in _SCOPE_SEPARATORS)
     return ref[:cut] if cut > 0 else ref
-
-
-def _meta(db: sqlite3.Connection, key: str) -> str | None:
-    row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-    return None if row is None else str(row[0])
 
 
 def _set_meta(db: sqlite3.Connection, key: str, value: str) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -81,6 +82,20 @@ def _path(host: Host, agent: Agent, scope: str) -> Path:
                                  project=Path.cwd())
 
 
+def _settings_command(name: str, *, agent_help: str
+                      ) -> Callable[[Callable[..., None]], click.Command]:
+    """``hooks <name>``, a command editing one agent's settings: --agent, --scope and
+    --dry-run, its host opened read-only."""
+
+    def decorate(function: Callable[..., None]) -> click.Command:
+        options = _scope_option(_dry_run_option(pass_host(read_only=True)(function)))
+        chosen = click.option("--agent", type=_agent_choice, required=True,
+                              help=agent_help)(options)
+        return hooks_group.command(name)(chosen)
+
+    return decorate
+
+
 def _written(path: Path, settings: dict[str, Any], dry_run: bool) -> bool:
     """Write ``settings`` to ``path``, or on --dry-run print them and leave it; whether
     they were written."""
@@ -92,11 +107,7 @@ def _written(path: Path, settings: dict[str, Any], dry_run: bool) -> bool:
     return True
 
 
-@hooks_group.command("install")
-@click.option("--agent", type=_agent_choice, required=True, help="The agent to hook.")
-@_scope_option
-@_dry_run_option
-@pass_host(read_only=True)
+@_settings_command("install", agent_help="The agent to hook.")
 def install_command(host: Host, agent: Agent, scope: str, dry_run: bool) -> None:
     """Add hostcore's hook to each event of the agent's settings.
 
@@ -116,11 +127,7 @@ def install_command(host: Host, agent: Agent, scope: str, dry_run: bool) -> None
     click.echo(f"{agent}: hostcore hooks {len(install.TIMEOUTS)} events in {path}")
 
 
-@hooks_group.command("uninstall")
-@click.option("--agent", type=_agent_choice, required=True, help="The agent to unhook.")
-@_scope_option
-@_dry_run_option
-@pass_host(read_only=True)
+@_settings_command("uninstall", agent_help="The agent to unhook.")
 def uninstall_command(host: Host, agent: Agent, scope: str, dry_run: bool) -> None:
     """Take hostcore's hooks out of the agent's settings; everything else stays."""
     path = _path(host, agent, scope)

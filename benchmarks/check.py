@@ -15,7 +15,8 @@ interleaved runs (default 5), as the median, min and max wall time:
 The check's CPU time (user and system) is printed too: on a loaded machine it
 moves far less than the wall time. Then the check once more after one folder's
 ``CLAUDE.md`` changed (its targets go stale), and the peak memory of the check
-processes (largest child RSS).
+processes (largest child RSS), and the load average before and after the runs
+(figures from a loaded machine are read against it).
 
 Usage: ``python benchmarks/check.py [--files N] [--repeat R] [--quick]``.
 """
@@ -132,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         stamp_seconds = time.perf_counter() - started
         print(f"hostcore check: {len(targets):,} stamped files in {folders:,} folders "
               f"(stamping them all in-process: {stamp_seconds:.2f} s)")
+        load_before = os.getloadavg()[0]
         checks, cpus, floors, raws = [], [], [], []
         statuses: dict[str, int] = {}
         for _ in range(repeat):
@@ -156,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
               f"({statuses.get('stale', 0):,} stale)")
         peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         print(f"  peak memory of a check process: {peak_kib / 1024:.1f} MiB")
+        print(f"  load average (1 min) before and after the runs: {load_before:.1f}, "
+              f"{os.getloadavg()[0]:.1f}")
     return 0
 
 

@@ -3,19 +3,20 @@
 Each test module decides what the model says; this module holds what every such fake
 does alike: a streamed turn's server-sent events (``message_start``, one
 ``content_block_*``, ``message_delta``, ``message_stop``), the count of
-``/v1/messages/count_tokens``, and a threaded server that lives as long as a ``with``.
+``/v1/messages/count_tokens``, served by :mod:`hostcore.testing.fake_http` as long as a
+``with``.
 The test directory is no package (``--import-mode=importlib``), so its users load this
 file by path.
 """
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from hostcore.testing import fake_http
+from hostcore.testing.fake_http import FakeApiHandler
 
 Body = dict[str, Any]
 Events = list[dict[str, Any]]
@@ -42,39 +43,22 @@ def message_events(message_id: str, block: Body, delta: Body, stop_reason: str,
 
 
 def _handler(stream: Callable[[Body], Events], reply: Reply,
-             seen: Callable[[str, Body], None]) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass  # the test's output is the test's
-
+             seen: Callable[[str, Body], None]) -> type[FakeApiHandler]:
+    class Handler(FakeApiHandler):
         def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            try:
-                body = json.loads(self.rfile.read(length) if length else b"{}")
-            except ValueError:
-                body = {}
+            body = self.json_body()
             path = self.path.split("?", 1)[0]
             seen(path, body)
             if path.endswith("/count_tokens"):
-                self._send(200, json.dumps({"input_tokens": 12}).encode(), "application/json")
+                self.send_json({"input_tokens": 12})
             elif path == "/v1/messages" and body.get("stream"):
-                self._send(200, b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode()
-                                         for e in stream(body)), "text/event-stream")
+                self.send_events(stream(body))
             else:
                 status, data = reply(path, body)
-                self._send(status, json.dumps(data).encode(), "application/json")
+                self.send_json(data, status)
 
         def do_GET(self) -> None:
-            self._send(404, json.dumps(NOT_FOUND).encode(), "application/json")
-
-        def _send(self, status: int, payload: bytes, content_type: str) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+            self.send_json(NOT_FOUND, 404)
 
     return Handler
 
@@ -91,11 +75,5 @@ def serving(stream: Callable[[Body], Events], reply: Reply,
     ``seen`` is told every POST before it is answered, ``stream`` answers a streamed
     ``/v1/messages`` with its events, ``reply`` any other POST.
     """
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(stream, reply, seen))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with fake_http.serving(_handler(stream, reply, seen)) as base_url:
+        yield base_url

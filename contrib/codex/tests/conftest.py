@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from hostcore.testing import require_tool
+from hostcore.testing.fake_http import FakeApiHandler, serving
 
 REPO = Path(__file__).resolve().parents[3]
 ENV_DIR = "HOSTCORE_CODEX_DIR"
@@ -52,8 +51,8 @@ def codex_cli() -> Path:
 
 
 class ResponsesApi:
-    def __init__(self, port: int) -> None:
-        self.base_url = f"http://127.0.0.1:{port}/v1"
+    def __init__(self) -> None:
+        self.base_url = ""  # the server's, once it listens
         self.requests: list[tuple[str, dict[str, Any]]] = []
 
     def answers(self) -> list[str]:
@@ -90,53 +89,27 @@ def _events(body: dict[str, Any], n: int) -> list[dict[str, Any]]:
                                                         "output": [item], "usage": usage}}]
 
 
-def _handler(api: ResponsesApi) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
+def _handler(api: ResponsesApi) -> type[FakeApiHandler]:
+    class Handler(FakeApiHandler):
         def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            try:
-                body = json.loads(self.rfile.read(length)) if length else {}
-            except ValueError:
-                body = {}
+            body = self.json_body()
             path = self.path.split("?", 1)[0]
             n = len(api.requests)
             api.requests.append((path, body))
             if not path.endswith("/responses"):
-                self._empty(404)
+                self.send_bytes(404, b"", None)
                 return
-            payload = b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode()
-                               for e in _events(body, n))
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+            self.send_events(_events(body, n))
 
         def do_GET(self) -> None:
-            self._empty(404)
-
-        def _empty(self, status: int) -> None:
-            self.send_response(status)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
+            self.send_bytes(404, b"", None)
 
     return Handler
 
 
 @pytest.fixture
 def responses_api() -> Iterator[ResponsesApi]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
-    api = ResponsesApi(server.server_address[1])
-    server.RequestHandlerClass = _handler(api)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    api = ResponsesApi()
+    with serving(_handler(api)) as base_url:
+        api.base_url = f"{base_url}/v1"
         yield api
-    finally:
-        server.shutdown()
-        server.server_close()

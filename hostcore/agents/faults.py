@@ -15,9 +15,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-import msgspec
-
 from hostcore.files import ensure_dir
+from hostcore.plugin import fault_counts
+from hostcore.plugin.fault_counts import Fault
 from hostcore.timestamps import format_utc, utc_now
 
 FILE = Path("agents") / "hooks.sqlite3"
@@ -27,21 +27,13 @@ LOG_ROWS = 200
 BUSY_SECONDS = 2.0
 
 _SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS faults (kind TEXT PRIMARY KEY, count INTEGER NOT NULL, "
-    "last_at TEXT NOT NULL, reported INTEGER NOT NULL DEFAULT 0)",
+    fault_counts.SCHEMA,
     "CREATE TABLE IF NOT EXISTS log (id INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT NOT NULL, "
     "kind TEXT NOT NULL, agent TEXT NOT NULL, event TEXT NOT NULL)",
 )
 
 
-class Fault(msgspec.Struct, frozen=True):
-    """One kind of fault: how many there were, the last one's time, and how many the
-    ``agent-hooks`` step has reported already."""
-
-    kind: str
-    count: int
-    last_at: str
-    reported: int
+__all__ = ["Fault", "faults", "log", "note", "take_unreported"]
 
 
 def _connect(root: Path, *, create: bool) -> sqlite3.Connection | None:
@@ -65,9 +57,7 @@ def note(root: Path, kind: str, *, agent: str, event: str) -> None:
     try:
         with db:
             db.execute("BEGIN IMMEDIATE")
-            db.execute("INSERT INTO faults (kind, count, last_at) VALUES (?, 1, ?) "
-                       "ON CONFLICT (kind) DO UPDATE SET count = count + 1, "
-                       "last_at = excluded.last_at", (kind, at))
+            fault_counts.add(db, {kind: 1}, at)
             db.execute("INSERT INTO log (at, kind, agent, event) VALUES (?, ?, ?, ?)",
                        (at, kind, agent, event))
             db.execute("DELETE FROM log WHERE id <= (SELECT MAX(id) FROM log) - ?", (LOG_ROWS,))
@@ -81,8 +71,7 @@ def faults(root: Path) -> list[Fault]:
     if db is None:
         return []
     try:
-        return [Fault(*row) for row in db.execute(
-            "SELECT kind, count, last_at, reported FROM faults ORDER BY kind")]
+        return fault_counts.read(db)
     finally:
         db.close()
 
@@ -105,11 +94,6 @@ def take_unreported(root: Path) -> dict[str, int]:
     if db is None:
         return {}
     try:
-        with db:
-            db.execute("BEGIN IMMEDIATE")
-            new = {kind: count - reported for kind, count, reported in db.execute(
-                "SELECT kind, count, reported FROM faults WHERE count > reported")}
-            db.execute("UPDATE faults SET reported = count")
-        return new
+        return fault_counts.take_unreported(db)
     finally:
         db.close()

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from hostcore.errors import HostcoreError
+from hostcore.plugin import fault_counts
 from hostcore.plugin.markers import hookimpl
-from hostcore.plugin.registration import StepFailed, WorkerResult
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import click
 
     from hostcore.host import Host
+    from hostcore.plugin.registration import WorkerResult
 
 
 class HookFaults(HostcoreError):
@@ -41,20 +42,14 @@ class AgentHooksWorker:
         # Imported here, as in status(): a hook loads this plugin and needs neither.
         from hostcore.agents import faults
 
-        new = faults.take_unreported(host.root)
-        if new:
-            listed = ", ".join(f"{kind}={n}" for kind, n in sorted(new.items()))
-            raise StepFailed(new) from HookFaults(
-                f"{sum(new.values())} agent hook fault(s) since the last tick ({listed}); "
-                "each agent went on, `hostcore status` counts them")
-        return WorkerResult()
+        return fault_counts.report_new(faults.take_unreported(host.root), HookFaults,
+                                       "agent hook fault(s)",
+                                       "each agent went on, `hostcore status` counts them")
 
     def status(self) -> dict[str, object]:
         from hostcore.agents import faults
 
-        found = faults.faults(self._root)
-        return {"faults": {f.kind: f.count for f in found},
-                "last_fault_at": max((f.last_at for f in found), default=None)}
+        return fault_counts.status(faults.faults(self._root))
 
 
 @hookimpl

@@ -20,9 +20,9 @@ import sqlite3
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-import msgspec
-
 from hostcore.governance.stamps import BUSY_SECONDS, FILE, Stamps
+from hostcore.plugin import fault_counts
+from hostcore.plugin.fault_counts import Fault
 from hostcore.timestamps import format_utc, utc_now
 
 INPUT_UNKNOWN = "input_unknown"
@@ -32,13 +32,8 @@ INPUT_FAILED = "input_failed"
 GATE_FAILED = "gate_failed"
 
 
-class Fault(msgspec.Struct, frozen=True):
-    """One kind of fault: how many, the last one's time, how many a tick reported."""
-
-    kind: str
-    count: int
-    last_at: str
-    reported: int
+__all__ = ["GATE_FAILED", "INPUT_FAILED", "INPUT_UNKNOWN", "Fault", "faults", "note",
+           "take_unreported"]
 
 
 def note(root: Path, counts: Mapping[str, int], *, read_only: bool = False) -> None:
@@ -72,8 +67,7 @@ def faults(root: Path) -> list[Fault]:
         return []
     try:
         with _existing(root, mode="ro") as db:
-            return [Fault(*row) for row in db.execute(
-                "SELECT kind, count, last_at, reported FROM faults ORDER BY kind")]
+            return fault_counts.read(db)
     except sqlite3.OperationalError:
         return []  # a store from before faults were counted: none counted
 
@@ -84,12 +78,8 @@ def take_unreported(root: Path) -> dict[str, int]:
     if not (root / FILE).exists():
         return {}
     try:
-        with _existing(root) as db, db:
-            db.execute("BEGIN IMMEDIATE")
-            new = {kind: count - reported for kind, count, reported in db.execute(
-                "SELECT kind, count, reported FROM faults WHERE count > reported")}
-            db.execute("UPDATE faults SET reported = count")
-        return new
+        with _existing(root) as db:
+            return fault_counts.take_unreported(db)
     except sqlite3.OperationalError:
         return {}
 
@@ -97,10 +87,7 @@ def take_unreported(root: Path) -> dict[str, int]:
 def _add(db: sqlite3.Connection, counts: Mapping[str, int], at: str) -> None:
     with db:
         db.execute("BEGIN IMMEDIATE")
-        db.executemany("INSERT INTO faults (kind, count, last_at) VALUES (?, ?, ?) "
-                       "ON CONFLICT (kind) DO UPDATE SET count = count + excluded.count, "
-                       "last_at = excluded.last_at",
-                       [(kind, n, at) for kind, n in sorted(counts.items())])
+        fault_counts.add(db, counts, at)
 
 
 @contextlib.contextmanager

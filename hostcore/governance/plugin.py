@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from hostcore.errors import HostcoreError
+from hostcore.plugin import fault_counts
 from hostcore.plugin.markers import hookimpl
-from hostcore.plugin.registration import StepFailed, WorkerResult
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     import click
 
     from hostcore.host import Host
+    from hostcore.plugin.registration import WorkerResult
 
 # The instruction files Claude Code and Codex read in every folder they work in.
 CONTEXT_FILES = ("CLAUDE.md", "AGENTS.md")
@@ -66,20 +67,14 @@ class GovernanceWorker:
         # Imported here: every host loads this plugin; SQLite only when a tick runs.
         from hostcore.governance import faults
 
-        new = faults.take_unreported(host.root)
-        if new:
-            listed = ", ".join(f"{kind}={n}" for kind, n in sorted(new.items()))
-            raise StepFailed(new) from GateFaults(
-                f"{sum(new.values())} staleness gate fault(s) since the last tick "
-                f"({listed}); `hostcore status` counts them")
-        return WorkerResult()
+        return fault_counts.report_new(faults.take_unreported(host.root), GateFaults,
+                                       "staleness gate fault(s)",
+                                       "`hostcore status` counts them")
 
     def status(self) -> dict[str, object]:
         from hostcore.governance import faults
 
-        found = faults.faults(self._root)
-        return {"faults": {f.kind: f.count for f in found},
-                "last_fault_at": max((f.last_at for f in found), default=None)}
+        return fault_counts.status(faults.faults(self._root))
 
 
 @hookimpl

@@ -22,6 +22,7 @@ import msgspec
 
 from hostcore.files import ensure_dir
 from hostcore.governance.inputs import Governance
+from hostcore.plugin import fault_counts
 
 FILE = Path("governance") / "stamps.sqlite3"
 # How long a writer waits for another process's transaction (seconds): stamps come
@@ -45,8 +46,7 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS bases_seq ON bases (seq)",
     "CREATE INDEX IF NOT EXISTS bases_session ON bases (session) WHERE session IS NOT NULL",
     # The gate's fault counts, by kind (hostcore.governance.faults): no path, no name.
-    "CREATE TABLE IF NOT EXISTS faults (kind TEXT PRIMARY KEY, count INTEGER NOT NULL, "
-    "last_at TEXT NOT NULL, reported INTEGER NOT NULL DEFAULT 0)",
+    fault_counts.SCHEMA,
 )
 _COLUMNS = "path, kind, repo, seq, at, session, item, verdict, governance"
 # Parameters per statement: SQLite builds before 3.32 allow no more than 999.

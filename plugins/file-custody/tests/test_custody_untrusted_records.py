@@ -30,13 +30,17 @@ MIB = 1024 * 1024
 HOUR = 3600.0
 DAY = 24 * HOUR
 NAMES = ("alpha", "beta", "gamma")
-# Runs hostcore and reports the process's own peak memory on stderr's last line.
-MEASURED = ("import resource, runpy, sys\n"
+# Runs hostcore and reports the process's own peak memory on stderr's last line:
+# VmHWM, not ru_maxrss, which Linux carries over from the parent across fork and exec
+# (a pytest worker grown to 355 MiB made every child "peak" there).
+MEASURED = ("import runpy, sys\n"
             "sys.argv = ['hostcore', *sys.argv[1:]]\n"
             "try:\n"
             "    runpy.run_module('hostcore', run_name='__main__')\n"
             "finally:\n"
-            "    kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+            "    with open('/proc/self/status') as status:\n"
+            "        kib = next(line.split()[1] for line in status\n"
+            "                   if line.startswith('VmHWM:'))\n"
             "    print(f'peak-kib {kib}', file=sys.stderr)\n")
 
 

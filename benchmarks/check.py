@@ -35,6 +35,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _figures import spread
+
 from hostcore.governance import stamp_targets
 from hostcore.host import Host
 
@@ -109,10 +111,6 @@ def raw_pass(repo: Path, targets: list[Path]) -> float:
     return time.perf_counter() - started
 
 
-def spread(samples: list[float]) -> str:
-    return (f"median {statistics.median(samples):.3f} s (min {min(samples):.3f} s, "
-            f"max {max(samples):.3f} s)")
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -144,13 +142,14 @@ def main(argv: list[str] | None = None) -> int:
             cpus.append(cpu)
         median = statistics.median(checks)
         verdict = "PASS" if median <= GOAL_SECONDS else "MISS"
-        print(f"  check --json            {spread(checks)}  goal <= {GOAL_SECONDS:.0f} s: "
+        print(f"  check --json            {spread(checks, unit=' s')}  "
+              f"goal <= {GOAL_SECONDS:.0f} s: "
               f"{verdict}  ({', '.join(f'{n:,} {s}' for s, n in sorted(statuses.items()))})")
         # CPU time is what a loaded machine changes least: wall time waits its turn.
-        print(f"  check --json, CPU       {spread(cpus)}")
-        print(f"  python -c pass          {spread(floors)}  ratio "
+        print(f"  check --json, CPU       {spread(cpus, unit=' s')}")
+        print(f"  python -c pass          {spread(floors, unit=' s')}  ratio "
               f"{median / statistics.median(floors):.1f}x")
-        print(f"  raw stat + reads        {spread(raws)}  ratio "
+        print(f"  raw stat + reads        {spread(raws, unit=' s')}  ratio "
               f"{median / statistics.median(raws):.1f}x")
         (repo / "group0" / "pkg0" / "CLAUDE.md").write_text("rules of pkg0, changed\n")
         wall, _, statuses = run_check(root, repo)

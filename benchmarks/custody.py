@@ -53,6 +53,7 @@ import tracemalloc
 from pathlib import Path
 
 import msgspec
+from _figures import spread
 from hostcore_file_custody import (
     LOCKS,
     GenerationRecord,
@@ -159,10 +160,6 @@ def raw_both(registry: HeartbeatRegistry) -> tuple[float, float]:
     runs = [timed_both(lambda: raw_scan(registry))[:2] for _ in range(RAW_PASSES)]
     return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
 
-
-def spread(samples: list[float]) -> str:
-    return (f"median {statistics.median(samples):.2f} (min {min(samples):.2f}, "
-            f"max {max(samples):.2f})")
 
 
 def bench_sweep(root: Path, sessions: int, stale: int, repeat: int) -> dict[str, object]:
@@ -417,8 +414,8 @@ def main() -> None:
             over = sum(r > RATIO_TARGET for r in walls)
             print(f"sweep of {sessions:,} heartbeats ({stale} stale, {run['files']:,} files), "
                   f"{args.repeat} interleaved runs: {run['sweep_ms']:.1f} ms vs raw "
-                  f"scandir+stat {run['raw_ms']:.1f} ms; ratio by wall {spread(walls)}, "
-                  f"by CPU {spread(cpus)}; {over} of {args.repeat} runs over "
+                  f"scandir+stat {run['raw_ms']:.1f} ms; ratio by wall {spread(walls, '.2f')}, "
+                  f"by CPU {spread(cpus, '.2f')}; {over} of {args.repeat} runs over "
                   f"{RATIO_TARGET}x by wall; {report.lock_acquisitions} lock acquisitions "
                   f"({report.lock_acquisitions / stale:.2f} per stale heartbeat), "
                   f"{report.deleted} deleted, {report.dependents_deleted} dependents deleted"

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import argparse
 import resource
-import statistics
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 # The same raw baseline as the poll-cycle benchmark beside this script.
+from _figures import spread
 from poll_cycle import read_raw
 
 from hostcore.export.exporter import decisions_identity
@@ -75,10 +75,6 @@ def timed(call: Callable[[], str], ledger: Ledger) -> tuple[str, float, int]:
     value = call()
     return value, time.perf_counter() - started, ledger.counters.reads - reads
 
-
-def spread(samples: list[float], unit: str = "") -> str:
-    return (f"median {statistics.median(samples):.3f}{unit} (min {min(samples):.3f}{unit}, "
-            f"max {max(samples):.3f}{unit})")
 
 
 def one_run(root: Path, folder: Path, first_record: bytes) -> dict[str, tuple[str, float, int]]:
@@ -127,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{sum(1 for n in range(count) if n % 3 == 0 or n % 5 == 0 or n % 7 == 0)} "
           f"with a decision; {args.repeat} interleaved runs, each from no index")
     raw = [run["raw read"][1] for run in runs]
-    print(f"  raw read of {count} record files: {spread([r * 1000 for r in raw], ' ms')} "
+    print(f"  raw read of {count} record files: {spread([r * 1000 for r in raw], unit=' ms')} "
           "(baseline)")
     checks = []
     for label in list(runs[0])[1:]:
@@ -136,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
         reads = sorted({run[label][2] for run in runs})
         shown = "every record" if label.startswith("read and fold") else \
             ", ".join(map(str, reads))
-        print(f"  {label:30} {spread(ms, ' ms')}; {spread(ratios, 'x')} raw; reads {shown}")
+        print(f"  {label:30} {spread(ms, unit=' ms')}; {spread(ratios, unit='x')} raw; "
+              f"reads {shown}")
     for run in runs:
         expected = run["read and fold every record"][0]
         checks.append(all(run[label][0] == expected for label in

@@ -40,6 +40,7 @@ import time
 from pathlib import Path
 
 import hostcore_directory_destination.plugin as directory_plugin
+from _figures import spread
 from hostcore_directory_destination.destination import SEGMENT_BYTES, DirectoryDestination
 
 from hostcore.evidence.seam import FETCH_ROWS
@@ -52,11 +53,6 @@ SOURCES = ("claude", "codex", "other")
 FINGERPRINT_CALLS = 2_000
 RATIO_TARGET = 0.6
 
-
-def spread(samples: list[float], form: str, unit: str = "") -> str:
-    """Median, min and max of ``samples``, each formatted with ``form``."""
-    return (f"median {statistics.median(samples):{form}}{unit} (min {min(samples):{form}}"
-            f"{unit}, max {max(samples):{form}}{unit})")
 
 
 def max_rss_mib() -> float:

@@ -37,6 +37,8 @@ import time
 import tracemalloc
 from pathlib import Path
 
+from _figures import spread
+
 from hostcore.evidence.inputs import (
     CLASS_LIST_FILE,
     IGNORE_FILE_NAME,
@@ -116,11 +118,6 @@ class Timing:
         self.walls.append(time.perf_counter() - wall)
         self.cpus.append(time.process_time() - cpu)
 
-
-def spread(samples: list[float], form: str, unit: str = "") -> str:
-    """Median, min and max of ``samples``, each formatted with ``form``."""
-    return (f"median {statistics.median(samples):{form}}{unit} (min {min(samples):{form}}"
-            f"{unit}, max {max(samples):{form}}{unit})")
 
 
 def verdict(met: bool) -> str:

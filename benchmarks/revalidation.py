@@ -59,6 +59,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from _figures import spread
 from hostcore_github_capture.sidecar import (
     REVALIDATION_ROW_BUDGET,
     REVALIDATION_TUPLE_BUDGET,
@@ -177,10 +178,6 @@ def median_run(runs: list[Any], key: Callable[[Any], float]) -> Any:
     ordered = sorted(runs, key=key)
     return ordered[(len(ordered) - 1) // 2]
 
-
-def spread(samples: list[float]) -> str:
-    return (f"median {statistics.median(samples):.2f}x (min {min(samples):.2f}x, "
-            f"max {max(samples):.2f}x)")
 
 
 def sidecar(store: Store, seam: Any, root: Path, **options: Any) -> Sidecar:
@@ -315,7 +312,8 @@ def directories_report(tmp: Path, counts: tuple[int, int], repeat: int) -> None:
           f"({repeat} interleaved runs of {ORDINARY_TICKS // 5} ticks): median "
           f"{statistics.median(r[0] for r in samples[large]):.3f} vs "
           f"{statistics.median(r[0] for r in samples[small]):.3f} ms wall; ratio by wall "
-          f"{spread(ratios_wall)}, by CPU {spread(ratios_cpu)}; lstat calls over all ticks "
+          f"{spread(ratios_wall, '.2f', 'x')}, by CPU {spread(ratios_cpu, '.2f', 'x')}; "
+          f"lstat calls over all ticks "
           f"{stats[large]} vs {stats[small]} -> {'PASS' if met else 'MISS'} "
           f"(target within 2x, no stat per directory)")
     for _, store in sides.values():
@@ -508,7 +506,7 @@ def main() -> None:
           f"({cpu_seconds:.3f} s CPU), {len(repos):,} repositories confirmed")
     print(f"ratio pass/raw   : {cpu_seconds / raw[2]:.2f}x CPU, {seconds / raw[1]:.2f}x wall "
           f"(median runs of {len(pass_ratios)}); by CPU per interleaved run "
-          f"{spread(pass_ratios)} -> "
+          f"{spread(pass_ratios, '.2f', 'x')} -> "
           f"{'PASS' if statistics.median(pass_ratios) <= 2.5 else 'MISS'} (target within 2.5x)")
     print(f"ticks to converge {total:,} rows by rows at {budget:,} positions/tick: {ticks} "
           f"(ceil(head {head:,} / budget) = {-(-head // budget)})")

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-SCRIPTS = sorted(p.name for p in BENCHMARKS.glob("*.py"))
+# A module the scripts share starts with "_": it is no benchmark of its own.
+SCRIPTS = sorted(p.name for p in BENCHMARKS.glob("*.py") if not p.name.startswith("_"))
 # A ratio as the scripts print them: "0.71x", "ratio 1.10" or "ratio to raw  0.057".
 RATIO = re.compile(r"\d+(\.\d+)?\s*x\b|ratio\b[^\n]*\d", re.IGNORECASE)
 

@@ -14,7 +14,10 @@ CLI_DOC = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
 
 def _command_paths(group: click.Group, prefix: str = "hostcore") -> list[str]:
     paths = []
-    for name, command in group.commands.items():
+    ctx = click.Context(group)
+    # get_command, not .commands: the root imports a built-in's commands when looked up.
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
         path = f"{prefix} {name}"
         paths.append(path)
         if isinstance(command, click.Group):
@@ -26,9 +29,7 @@ def test_every_cli_command_is_documented_in_cli_md():
     allow = "hostcore-github-capture,hostcore-file-custody,hostcore-gh"
     plugin_set = load_plugins(BUILTIN_PLUGINS, (), load_entrypoints=True,
                               env={"HOSTCORE_LOAD_PLUGINS": allow})
-    cli = build_cli(plugin_set)
-    cli.list_commands(click.Context(cli))  # attaches the commands plugins add
-    paths = _command_paths(cli)
+    paths = _command_paths(build_cli(plugin_set))
     assert "hostcore capture revalidate" in paths  # the plugins' commands were found
     text = CLI_DOC.read_text(encoding="utf-8")
     missing = [path for path in paths if f"`{path}" not in text]

@@ -351,7 +351,7 @@ def test_work_item_receivers_are_called_one_by_one_and_print_to_stderr(tmp_path,
         assert host.plugins.infos["raises-on-events"].status == "loaded"
 
 
-def test_a_built_in_takes_its_command_back_after_plugins_checked_the_plugins_first(caplog):
+def test_a_plugin_command_under_a_declared_built_in_name_is_refused_before_it_loads(caplog):
     import click
 
     from hostcore.cli.app import build_cli
@@ -370,8 +370,36 @@ def test_a_built_in_takes_its_command_back_after_plugins_checked_the_plugins_fir
                               env={})
     cli = build_cli(plugin_set)
     cli.check_plugin_commands()  # what `hostcore plugins` does: the plugins' hooks only
-    assert cli.commands["export"].help == "Not hostcore's export."
+    assert "export" not in cli.commands  # refused, while hostcore's is not imported yet
+    assert any("plugin 'takes-export' adds a command 'export', which hostcore itself already"
+               in r.getMessage() for r in caplog.records)
+    export = cli.get_command(click.Context(cli), "export")
+    assert export is not None and export.help != "Not hostcore's export."
+
+
+def test_a_built_in_takes_its_command_back_after_plugins_checked_the_plugins_first(caplog):
+    # Only a built-in that declares no commands (agents' `hook`, added by its hook) can
+    # find its name taken: the plugins' hooks run first under `hostcore plugins`.
+    import click
+
+    from hostcore.cli.app import build_cli
+    from hostcore.plugin.loader import BUILTIN_PLUGINS, load_plugins
+
+    class TakesHook:
+        __name__ = "takes-hook"
+
+        @hookimpl
+        def hostcore_commands(self, cli):
+            @cli.command("hook")
+            def hook():
+                """Not hostcore's hook."""
+
+    plugin_set = load_plugins(BUILTIN_PLUGINS, [TakesHook()], load_entrypoints=False,
+                              env={})
+    cli = build_cli(plugin_set)
+    cli.check_plugin_commands()
+    assert cli.commands["hook"].help == "Not hostcore's hook."
     cli.list_commands(click.Context(cli))  # then the built-ins' too
-    assert cli.commands["export"].help != "Not hostcore's export."
-    assert any("plugin 'takes-export' adds a command 'export', which hostcore itself adds"
+    assert cli.commands["hook"].help != "Not hostcore's hook."
+    assert any("plugin 'takes-hook' adds a command 'hook', which hostcore itself adds"
                in r.getMessage() for r in caplog.records)

@@ -10,13 +10,14 @@ lists or reports takes ``--json``; its keys are stable and documented in
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sqlite3
 import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import click
 
@@ -35,19 +36,36 @@ LOG_FORMAT = "hostcore: %(levelname)s: %(message)s"
 HOST = "hostcore"
 
 
+class Declared(NamedTuple):
+    """A built-in's command as its plugin module declares it (``DECLARED_COMMANDS``)."""
+
+    owner: str  # the built-in plugin's name
+    target: str  # "module:attribute" of the click command
+    help: str  # its one-line help, as `hostcore --help` lists it
+
+
 class RootGroup(click.Group):
     """The root group: the host's own commands at once, the rest when first needed.
 
-    Commands added through the ``hostcore_commands`` hook are attached the first
-    time a name outside the host's own four is looked up, or the list is asked
-    for (``--help``): running ``status`` or ``run --once`` never imports what
-    ``export``, ``capture`` or ``custody`` need, which would cost every cold start.
+    A built-in plugin module declares its commands (``DECLARED_COMMANDS``: name ->
+    ``("module:attribute", one-line help)``): `hostcore --help` lists them from
+    there, and a command's module is imported only when that command is looked up
+    to run (or to show its own help), so ``hostcore poll`` imports neither what
+    ``export`` nor what ``check`` needs. Its ``hostcore_commands`` hook is for
+    other groups (an embedder's, the conformance kit's) and is not called here.
+
+    Commands added through the ``hostcore_commands`` hook (a built-in that declares
+    nothing, every installed plugin) are attached the first time a name neither
+    the host's own nor declared is looked up, or the list is asked for
+    (``--help``): running ``status`` or ``run --once`` never imports what
+    ``capture`` or ``custody`` need, which would cost every cold start.
 
     Each plugin's hook is called on its own, built-ins first: one that raises is
     reported and failed, and the commands it added before raising are taken back,
     while every other plugin's commands work. A plugin adding a command under a
-    name that is already taken (a built-in's, or an earlier plugin's) has that
-    command refused, with a warning naming both; its other commands stay.
+    name that is already taken (a built-in's, declared or added, or an earlier
+    plugin's) has that command refused, with a warning naming both; its other
+    commands stay.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -59,11 +77,14 @@ class RootGroup(click.Group):
         self._adding = HOST
         self._called: set[str] = set()
         self._builtins: set[str] = {HOST}
+        # The built-ins' declared commands whose module is not imported yet.
+        self._declared: dict[str, Declared] = {}
 
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
         name = name or cmd.name
-        if name is not None and name in self.commands:
-            holder = self._owners.get(name, HOST)
+        declared = self._declared.get(name) if name is not None else None
+        if name is not None and (name in self.commands or declared is not None):
+            holder = declared.owner if declared is not None else self._owners.get(name, HOST)
             if self._adding not in self._builtins or holder in self._builtins:
                 who = "hostcore itself" if holder in self._builtins else f"plugin {holder!r}"
                 log.warning("plugin %r adds a command %r, which %s already adds; the "
@@ -78,9 +99,31 @@ class RootGroup(click.Group):
             self._owners[name] = self._adding
 
     def attach(self, plugin_set: PluginSet) -> None:
-        """Call ``plugin_set``'s ``hostcore_commands`` hooks when commands are needed."""
+        """Take the built-ins' declared commands, and call ``plugin_set``'s
+        ``hostcore_commands`` hooks when commands are needed."""
         self.plugin_set = plugin_set
-        self._builtins |= {n for n, i in plugin_set.infos.items() if i.status == "builtin"}
+        builtins = [n for n, i in plugin_set.infos.items() if i.status == "builtin"]
+        self._builtins.update(builtins)
+        for plugin_name in builtins:
+            declared = getattr(plugin_set.plugin_object(plugin_name), "DECLARED_COMMANDS",
+                               None)
+            if declared is None:
+                continue
+            self._called.add(plugin_name)  # its hook would import what the declaration spares
+            for name, (target, help_text) in declared.items():
+                self._declared[name] = Declared(plugin_name, target, help_text)
+
+    def _load_declared(self, name: str) -> None:
+        """Import declared command ``name``'s module and add the command itself."""
+        declared = self._declared.pop(name)
+        module_name, _, attribute = declared.target.partition(":")
+        # A built-in's own module: one that fails to import is hostcore's bug, raised.
+        command = getattr(importlib.import_module(module_name), attribute)
+        self._adding = declared.owner
+        try:
+            self.add_command(command, name)
+        finally:
+            self._adding = HOST
 
     def _attach_plugin_commands(self, *, builtins: bool = True) -> None:
         plugin_set = self.plugin_set
@@ -111,13 +154,31 @@ class RootGroup(click.Group):
         self._attach_plugin_commands(builtins=False)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in self.commands:
+        if cmd_name in self._declared:
+            self._load_declared(cmd_name)
+        elif cmd_name not in self.commands:
             self._attach_plugin_commands()
         return super().get_command(ctx, cmd_name)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         self._attach_plugin_commands()
-        return super().list_commands(ctx)
+        return sorted({*self.commands, *self._declared})
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """click's listing, but a declared command is shortened from its declared help:
+        `hostcore --help` imports no built-in's command module."""
+        rows: list[tuple[str, click.Command]] = []
+        for name in self.list_commands(ctx):
+            declared = self._declared.get(name)
+            command = (click.Command(name, help=declared.help) if declared is not None
+                       else self.get_command(ctx, name))
+            if command is not None and not command.hidden:
+                rows.append((name, command))
+        if rows:
+            limit = formatter.width - 6 - max(len(name) for name, _ in rows)
+            with formatter.section("Commands"):
+                formatter.write_dl([(name, command.get_short_help_str(limit))
+                                    for name, command in rows])
 
 
 def _root_option(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:

@@ -350,12 +350,28 @@ class _SwitchInterval:
 _quick_switching = _SwitchInterval()
 
 
+# The commands this plugin adds: name -> ("module:attribute", one-line help).
+# hostcore's command line lists them from here and imports a command's module only
+# when that command runs (RootGroup, cli/app.py); the hook below gives any other
+# group (an embedder's, the conformance kit's) the commands themselves.
+DECLARED_COMMANDS = {
+    "evidence": ("hostcore.evidence.commands:evidence_command",
+                 "Show evidence partitions, their versions (epoch:rowCount) and row counts."),
+    "purge": ("hostcore.evidence.commands:purge_command",
+              "Delete evidence matching every given selector (at least one)."),
+    "policy": ("hostcore.evidence.commands:policy_group",
+               "Show or change the withholding policy of the export seam."),
+    "usage": ("hostcore.evidence.usage_command:usage_command",
+              "Show tokens and cost of agents' sessions per day, session, project, model or "
+              "machine, from the evidence store (counts only: no prompt, no answer)."),
+}
+
+
 @hookimpl
 def hostcore_commands(cli: click.Group) -> None:
-    # Command code loads only when a plugin command is looked up (RootGroup, cli/app.py).
+    # Imported when called: the host builds this plugin on every start, commands seldom.
     from hostcore.evidence.commands import evidence_command, policy_group, purge_command
-
-    for command in (evidence_command, purge_command, policy_group):
-        cli.add_command(command)
     from hostcore.evidence.usage_command import usage_command
-    cli.add_command(usage_command)
+
+    for command in (evidence_command, purge_command, policy_group, usage_command):
+        cli.add_command(command)

@@ -116,9 +116,20 @@ def hostcore_workers(host: Host) -> ExportWorker:
     return ExportWorker(host)
 
 
+# The commands this plugin adds: name -> ("module:attribute", one-line help).
+# hostcore's command line lists them from here and imports a command's module only
+# when that command runs (RootGroup, cli/app.py); the hook below gives any other
+# group (an embedder's, the conformance kit's) the commands themselves.
+DECLARED_COMMANDS = {
+    "export": ("hostcore.export.commands:export_command",
+               "Push the rows the withholding policy permits to the export destination."),
+}
+
+
 @hookimpl
 def hostcore_commands(cli: click.Group) -> None:
-    # Loaded only when a plugin command is looked up (RootGroup); it also imports this module.
+    # Imported when called: the commands module also imports this one, and a host builds
+    # this plugin on every start.
     from hostcore.export.commands import export_command
 
     cli.add_command(export_command)

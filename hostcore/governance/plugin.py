@@ -121,9 +121,25 @@ def _members(folder: str, relatives: Sequence[str], *, prefix: str = ""
     return members
 
 
+# The commands this plugin adds: name -> ("module:attribute", one-line help).
+# hostcore's command line lists them from here and imports a command's module only
+# when that command runs (RootGroup, cli/app.py); the hook below gives any other
+# group (an embedder's, the conformance kit's) the commands themselves.
+DECLARED_COMMANDS = {
+    "stamp": ("hostcore.governance.commands:stamp_command",
+              "Record the governance in force over each PATH as the basis it was written "
+              "under."),
+    "check": ("hostcore.governance.commands:check_command",
+              "Check each PATH against the governance in force now (exit 1 when one is "
+              "stale)."),
+    "approve": ("hostcore.governance.commands:approve_command",
+                "Vouch for each PATH as it is, under the governance in force now."),
+}
+
+
 @hookimpl
 def hostcore_commands(cli: click.Group) -> None:
-    # Command code loads only when a plugin command is looked up (RootGroup, cli/app.py).
+    # Imported when called: the host builds this plugin on every start, commands seldom.
     from hostcore.governance.commands import approve_command, check_command, stamp_command
 
     cli.add_command(stamp_command)

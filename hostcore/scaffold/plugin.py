@@ -10,9 +10,19 @@ if TYPE_CHECKING:
     import click
 
 
+# The commands this plugin adds: name -> ("module:attribute", one-line help).
+# hostcore's command line lists them from here and imports a command's module only
+# when that command runs (RootGroup, cli/app.py); the hook below gives any other
+# group (an embedder's, the conformance kit's) the commands themselves.
+DECLARED_COMMANDS = {
+    "new-plugin": ("hostcore.scaffold.commands:new_plugin",
+                   "Write a new plugin package NAME, ready for `pip install -e 'DIR[test]'`."),
+}
+
+
 @hookimpl
 def hostcore_commands(cli: click.Group) -> None:
-    # Command code loads only when a plugin command is looked up (RootGroup, cli/app.py).
+    # Imported when called: the host builds this plugin on every start, commands seldom.
     from hostcore.scaffold.commands import new_plugin
 
     cli.add_command(new_plugin)

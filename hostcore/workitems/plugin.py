@@ -156,9 +156,19 @@ def hostcore_workers(host: Host) -> PollWorker:
     return PollWorker(host)
 
 
+# The commands this plugin adds: name -> ("module:attribute", one-line help).
+# hostcore's command line lists them from here and imports a command's module only
+# when that command runs (RootGroup, cli/app.py); the hook below gives any other
+# group (an embedder's, the conformance kit's) the commands themselves.
+DECLARED_COMMANDS = {
+    "poll": ("hostcore.workitems.commands:poll_command",
+             "Poll every work-item provider: list items, note changes, reconcile closures."),
+}
+
+
 @hookimpl
 def hostcore_commands(cli: click.Group) -> None:
-    # Command code loads only when a plugin command is looked up (RootGroup, cli/app.py).
+    # Imported when called: the host builds this plugin on every start, commands seldom.
     from hostcore.workitems.commands import poll_command
 
     cli.add_command(poll_command)

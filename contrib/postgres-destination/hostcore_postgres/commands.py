@@ -6,7 +6,8 @@ and is safe to run again, or on several hosts at once (one migrates, the others
 find it done). Exit 1 with one line when the database refuses.
 
 Keys of ``--json``: ``schema``, ``found`` (the version found, 0 for none),
-``version`` (the version it holds now), ``migrated`` (whether this run changed it).
+``version`` (the version it holds now), ``migrated`` (whether this run changed it),
+``prices_refreshed`` (the prices it brought to hostcore's shipped table, at any version).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def migrate_command(host: Host, as_json: bool) -> None:
     still admitting this writer, is left as it is. Exit 1 when the database refuses
     (the line says why; a failed migration is rolled back whole).
 
-    Keys of --json: schema, found, version, migrated.
+    Keys of --json: schema, found, version, migrated, prices_refreshed.
     """
     # The one the plugin registered on this host, configured as every export sees it.
     destination = next(d for d in host.destinations if isinstance(d, PostgresDestination))
@@ -52,10 +53,14 @@ def migrate_command(host: Host, as_json: bool) -> None:
     except PostgresDestinationError as exc:
         click.echo(f"hostcore postgres migrate: {exc}", err=True)
         raise SystemExit(1) from None
+    prices = destination.prices_refreshed
     if as_json:
         emit_json({"schema": destination.schema, "found": found, "version": now,
-                   "migrated": found != now})
-    elif found == now:
+                   "migrated": found != now, "prices_refreshed": prices})
+    elif found == now and not prices:
         click.echo(f"the {destination.schema} schema is at version {now}; nothing to migrate")
+    elif found == now:
+        click.echo(f"the {destination.schema} schema is at version {now}; refreshed {prices} "
+                   "price(s) from the shipped table")
     else:
         click.echo(f"migrated the {destination.schema} schema from version {found} to {now}")

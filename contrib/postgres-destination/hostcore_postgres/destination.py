@@ -99,6 +99,8 @@ class PostgresDestination:
         self._unavailable = unavailable
         self._emit = emit
         self._migrations = migrations
+        # How many prices the last migration brought to the shipped table (for the CLI).
+        self.prices_refreshed = 0
         # The writer version: the newest schema version this package knows.
         self._version = max(migrations)
         self._conn: psycopg.Connection[tuple[Any, ...]] | None = None
@@ -196,8 +198,10 @@ class PostgresDestination:
 
     def migrate(self) -> tuple[int, int]:
         """Create or migrate the schema to this package's newest version, whether or
-        not there is anything to push (run as the database owner). Returns (version
-        found, version now); a schema already as new or newer is left as it is."""
+        not there is anything to push (run as the database owner), and refresh its
+        prices from hostcore's shipped table (:attr:`prices_refreshed` counts them).
+        Returns (version found, version now); a schema already as new or newer is
+        left as it is."""
         import psycopg
 
         with self._lock:
@@ -327,7 +331,7 @@ class PostgresDestination:
             self._checked = version
 
     def _migrate(self, conn: psycopg.Connection[tuple[Any, ...]]) -> tuple[int, int]:
-        found, now = migrate(conn, self.schema, self._migrations)
+        found, now, self.prices_refreshed = migrate(conn, self.schema, self._migrations)
         if found != now and self._emit is not None:
             self._emit("postgres_destination.migrated", from_version=found, to_version=now)
         return found, now

@@ -238,26 +238,7 @@ MIGRATIONS: Mapping[int, tuple[LiteralString, ...]] = {
                above_cache_read double precision NOT NULL,
                per_tokens bigint NOT NULL,
                as_of text NOT NULL)""",
-        # A kind a model's entry leaves out costs nothing, as in hostcore's Price.
-        """INSERT INTO {schema}.prices
-               SELECT m.key, p.input, p.output, coalesce(p.cache_creation, 0),
-                      coalesce(p.cache_read, 0),
-                      coalesce(t.input, p.input), coalesce(t.output, p.output),
-                      CASE WHEN t.tiered THEN coalesce(t.cache_creation, 0)
-                           ELSE coalesce(p.cache_creation, 0) END,
-                      CASE WHEN t.tiered THEN coalesce(t.cache_read, 0)
-                           ELSE coalesce(p.cache_read, 0) END,
-                      ({prices}::json ->> 'per_tokens')::bigint, {prices}::json ->> 'as_of'
-               FROM json_each({prices}::json -> 'models') m
-               CROSS JOIN LATERAL json_to_record(m.value) AS p(
-                   input double precision, output double precision,
-                   cache_creation double precision, cache_read double precision)
-               CROSS JOIN LATERAL (
-                   SELECT m.value -> 'above_tier' IS NOT NULL AS tiered, a.*
-                   FROM json_to_record(coalesce(m.value -> 'above_tier', '{{}}'))
-                       AS a(input double precision, output double precision,
-                            cache_creation double precision, cache_read double precision)
-               ) t""",
+        # Filled by REFRESH_PRICES, which every migration runs once prices exist.
         # One line per API response, counted once per store as the store counts it
         # (hostcore.evidence.usage_totals): the row of the lowest position naming a
         # response counts it, a usage not of hostcore's shape (another source's own)
@@ -378,6 +359,50 @@ _TABLES: Mapping[int, Mapping[str, Mapping[str, str]]] = {
                    "as_of": "text"},
     },
 }
+# The version that created ``prices``: from it on, every migration refreshes them.
+PRICES_VERSION = 3
+# hostcore's shipped price table (``{prices}``) as rows of ``prices``: a kind a
+# model's entry leaves out costs nothing, as in hostcore's Price.
+_SHIPPED_PRICES = """
+    SELECT m.key AS model, p.input, p.output, coalesce(p.cache_creation, 0) AS cache_creation,
+           coalesce(p.cache_read, 0) AS cache_read,
+           coalesce(t.input, p.input) AS above_input, coalesce(t.output, p.output) AS above_output,
+           CASE WHEN t.tiered THEN coalesce(t.cache_creation, 0)
+                ELSE coalesce(p.cache_creation, 0) END AS above_cache_creation,
+           CASE WHEN t.tiered THEN coalesce(t.cache_read, 0)
+                ELSE coalesce(p.cache_read, 0) END AS above_cache_read,
+           ({prices}::json ->> 'per_tokens')::bigint AS per_tokens,
+           {prices}::json ->> 'as_of' AS as_of
+    FROM json_each({prices}::json -> 'models') m
+    CROSS JOIN LATERAL json_to_record(m.value) AS p(
+        input double precision, output double precision,
+        cache_creation double precision, cache_read double precision)
+    CROSS JOIN LATERAL (
+        SELECT m.value -> 'above_tier' IS NOT NULL AS tiered, a.*
+        FROM json_to_record(coalesce(m.value -> 'above_tier', '{{}}'))
+            AS a(input double precision, output double precision,
+                 cache_creation double precision, cache_read double precision)
+    ) t"""
+# Whether the shipped table has a model ``prices`` lacks, or one it holds at an
+# older ``as_of``: then a migration has prices to refresh, whatever the version.
+PRICES_BEHIND: LiteralString = (
+    "SELECT count(*) FROM (" + _SHIPPED_PRICES + ") s "
+    "LEFT JOIN {schema}.prices held ON held.model = s.model "
+    "WHERE held.model IS NULL OR held.as_of < s.as_of")
+# The refresh: an upsert of the shipped table. A price is replaced only by one of a
+# later ``as_of``, so running it again changes nothing, and a price the owner put
+# there dated on or after the shipped table (a host's override) stays. Models the
+# shipped table no longer has stay too: rows pushed under them keep their cost.
+REFRESH_PRICES: LiteralString = (
+    "INSERT INTO {schema}.prices AS held " + _SHIPPED_PRICES + """
+    ON CONFLICT (model) DO UPDATE SET
+        input = excluded.input, output = excluded.output,
+        cache_creation = excluded.cache_creation, cache_read = excluded.cache_read,
+        above_input = excluded.above_input, above_output = excluded.above_output,
+        above_cache_creation = excluded.above_cache_creation,
+        above_cache_read = excluded.above_cache_read,
+        per_tokens = excluded.per_tokens, as_of = excluded.as_of
+    WHERE held.as_of < excluded.as_of""")
 # The primary keys that make a rerun unable to duplicate a row or a ref. A key
 # with more columns is accepted: a table partitioned by month must add its
 # partition column (docs/fleet.md); the refs position, locked in the push's
@@ -476,13 +501,16 @@ def refuse_writer(version: int, min_writer: int, schema: str, writer: int) -> No
 
 
 def migrate(conn: psycopg.Connection[tuple[Any, ...]], schema: str,
-            migrations: Mapping[int, tuple[LiteralString, ...]] = MIGRATIONS) -> tuple[int, int]:
-    """Bring ``schema`` to the newest version of ``migrations``, in one transaction.
+            migrations: Mapping[int, tuple[LiteralString, ...]] = MIGRATIONS
+            ) -> tuple[int, int, int]:
+    """Bring ``schema`` to the newest version of ``migrations`` and its ``prices`` to
+    hostcore's shipped table (:data:`REFRESH_PRICES`), in one transaction.
 
-    Returns (version found, version now). A schema already newer is left as it is
-    (found == now) if it admits this writer. Raises
-    :class:`PostgresDestinationError` when it does not, or when this role may not
-    create or alter it.
+    Returns (version found, version now, prices refreshed). A schema already newer
+    is left as it is (found == now) if it admits this writer; its prices are still
+    refreshed, so a new price table shipped with the package reaches a database at
+    any version. Raises :class:`PostgresDestinationError` when it admits no writer
+    this old, or when this role may not create or alter it.
     """
     import psycopg
     from psycopg import sql
@@ -490,32 +518,38 @@ def migrate(conn: psycopg.Connection[tuple[Any, ...]], schema: str,
     target = max(migrations)
     found, min_writer = read_version(conn, schema)
     refuse_writer(found, min_writer, schema, target)
-    if found >= target:
-        return found, found
+    names = {"schema": sql.Identifier(schema), "instance": sql.Literal(uuid.uuid4().hex),
+             "prices": sql.Literal(_shipped_prices())}
     try:
+        if found >= target and not _prices_behind(conn, found, names):
+            return found, found, 0  # nothing to do: no lock taken, nothing written
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(schema),))
             # another host may have done it meanwhile
             found, min_writer = read_version(conn, schema)
             refuse_writer(found, min_writer, schema, target)
-            if found >= target:
-                return found, found
-            names = {"schema": sql.Identifier(schema),
-                     "instance": sql.Literal(uuid.uuid4().hex),
-                     "prices": sql.Literal(_shipped_prices())}
             for version in range(found + 1, target + 1):
                 for statement in migrations[version]:
                     conn.execute(sql.SQL(statement).format(**names))
-            conn.execute(sql.SQL(
-                "INSERT INTO {}.schema_version (version) VALUES (%s) ON CONFLICT (singleton) "
-                "DO UPDATE SET version = EXCLUDED.version, migrated_at = now()").format(
-                    sql.Identifier(schema)), (target,))
+            if found < target:
+                conn.execute(sql.SQL(
+                    "INSERT INTO {}.schema_version (version) VALUES (%s) ON CONFLICT "
+                    "(singleton) DO UPDATE SET version = EXCLUDED.version, "
+                    "migrated_at = now()").format(sql.Identifier(schema)), (target,))
+            refreshed = 0
+            if max(found, target) >= PRICES_VERSION:
+                refreshed = conn.execute(sql.SQL(REFRESH_PRICES).format(**names)).rowcount
     except psycopg.errors.InsufficientPrivilege:
         if found == 0:
             raise PostgresDestinationError(
                 "schema_missing", f"the {schema} schema does not exist in this database and "
                 "this role may not create it; run `hostcore postgres migrate` once as the "
                 "database owner (see docs/postgres.md)") from None
+        if found >= target:
+            raise PostgresDestinationError(
+                "permission", f"the {schema} schema is at version {found}, and this role may "
+                "not bring its prices to the table this package ships; run `hostcore "
+                "postgres migrate` as the database owner (see docs/fleet.md)") from None
         raise PostgresDestinationError(
             "permission", f"the {schema} schema is at version {found}, older than {target}, "
             "and this role may not migrate it; run `hostcore postgres migrate` as the "
@@ -525,9 +559,20 @@ def migrate(conn: psycopg.Connection[tuple[Any, ...]], schema: str,
             raise  # the connection, not the migration: reported as a lost connection
         raise PostgresDestinationError(
             "migration_failed", f"migrating the {schema} schema from version {found} to "
-            f"{target} failed ({server_said(exc)}); it was rolled back, so the database "
-            f"stays at version {found}") from None
-    return found, target
+            f"{max(found, target)} failed ({server_said(exc)}); it was rolled back, so the "
+            f"database stays at version {found}") from None
+    return found, max(found, target), refreshed
+
+
+def _prices_behind(conn: psycopg.Connection[tuple[Any, ...]], version: int,
+                   names: Mapping[str, Any]) -> bool:
+    """Whether a schema at ``version`` has prices older than the shipped table's."""
+    from psycopg import sql
+
+    if version < PRICES_VERSION:
+        return False
+    row = conn.execute(sql.SQL(PRICES_BEHIND).format(**names)).fetchone()
+    return row is not None and int(str(row[0])) > 0
 
 
 def check_tables(conn: psycopg.Connection[tuple[Any, ...]], schema: str, version: int) -> None:

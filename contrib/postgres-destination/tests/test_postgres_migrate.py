@@ -16,6 +16,7 @@ import pytest
 from hostcore_postgres.destination import PostgresDestination
 from hostcore_postgres.schema import MIGRATIONS, SCHEMA_VERSION
 
+from hostcore.evidence.prices import PRICES_FILE
 from hostcore.export.exporter import Exporter
 from hostcore.host import Host
 
@@ -23,6 +24,8 @@ WORKER = Path(__file__).with_name("fleet_worker.py")
 VERSION_1 = {1: MIGRATIONS[1]}
 ROLLING_HOSTS = 6
 ROLLING_ROUNDS = 8
+SHIPPED = json.loads(PRICES_FILE.read_text("utf-8"))
+PRICES = "SELECT * FROM hostcore.prices ORDER BY model"
 
 
 def version_1_schema(pg) -> None:
@@ -46,13 +49,86 @@ def test_migrate_creates_the_schema_with_nothing_to_push_and_runs_again_harmless
     first = migrate(pg, root, "--json")
     assert first.returncode == 0, first.stderr
     assert json.loads(first.stdout) == {"schema": "hostcore", "found": 0,
-                                        "version": SCHEMA_VERSION, "migrated": True}
+                                        "version": SCHEMA_VERSION, "migrated": True,
+                                        "prices_refreshed": len(SHIPPED["models"])}
     again = migrate(pg, root)
     assert again.returncode == 0, again.stderr
     assert again.stdout.strip() == (f"the hostcore schema is at version {SCHEMA_VERSION}; "
                                     "nothing to migrate")
     assert pg.query("SELECT version, min_writer_version FROM hostcore.schema_version") == [
         (SCHEMA_VERSION, 1)]
+
+
+def shipped_prices(pg) -> list[tuple[object, ...]]:
+    """The shipped table as a fresh database's ``prices`` holds it."""
+    fresh = pg.server.create_database(f"t{os.getpid()}_fresh_prices")
+    owner = PostgresDestination(fresh)
+    try:
+        owner.migrate()
+    finally:
+        owner.close()
+    return pg.query(PRICES, dsn=fresh)
+
+
+def test_migrate_at_version_3_brings_an_older_price_table_to_the_shipped_one(pg, tmp_path):
+    """A database a previous release took to version 3: its table is older than the
+    one this package ships (a price since changed, a model since added). migrate
+    upserts the shipped table, keeps what the owner put there dated later and the
+    models no longer shipped, and a second run changes nothing."""
+    root = tmp_path / "owner"
+    assert migrate(pg, root).returncode == 0
+    changed, added = sorted(SHIPPED["models"])[:2]
+    override = sorted(SHIPPED["models"])[2]
+    pg.query("UPDATE hostcore.prices SET input = input * 10, as_of = '2000-01-01' "
+             "WHERE model = %s", (changed,))
+    pg.query("DELETE FROM hostcore.prices WHERE model = %s", (added,))
+    pg.query("UPDATE hostcore.prices SET output = 123, as_of = '2999-01-01' "
+             "WHERE model = %s", (override,))
+    pg.query("INSERT INTO hostcore.prices SELECT 'retired-model', input, output, "
+             "cache_creation, cache_read, above_input, above_output, above_cache_creation, "
+             "above_cache_read, per_tokens, '2000-01-01' FROM hostcore.prices "
+             "WHERE model = %s", (override,))
+    kept = pg.query("SELECT * FROM hostcore.prices WHERE model IN (%s, 'retired-model') "
+                    "ORDER BY model", (override,))
+
+    done = migrate(pg, root, "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"schema": "hostcore", "found": SCHEMA_VERSION,
+                                       "version": SCHEMA_VERSION, "migrated": False,
+                                       "prices_refreshed": 2}
+    shipped = {row[0]: row for row in shipped_prices(pg)}
+    held = {row[0]: row for row in pg.query(PRICES)}
+    assert held[changed] == shipped[changed] and held[added] == shipped[added]
+    assert sorted(held[m] for m in (override, "retired-model")) == kept
+    assert {m: r for m, r in held.items() if m not in (override, "retired-model")} == {
+        m: r for m, r in shipped.items() if m != override}
+
+    again = migrate(pg, root)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip() == (f"the hostcore schema is at version {SCHEMA_VERSION}; "
+                                    "nothing to migrate")
+    assert {row[0]: row for row in pg.query(PRICES)} == held
+
+
+def test_a_price_refresh_that_fails_changes_no_price(pg, tmp_path):
+    """The refresh is one statement in the migration's transaction: a price the
+    database refuses (here a trigger of the owner's, on the second model) leaves
+    the first one as it was too."""
+    root = tmp_path / "owner"
+    assert migrate(pg, root).returncode == 0
+    first, second = sorted(SHIPPED["models"])[:2]
+    pg.query("UPDATE hostcore.prices SET input = 0, as_of = '2000-01-01' "
+             "WHERE model IN (%s, %s)", (first, second))
+    before = pg.query(PRICES)
+    pg.query("CREATE FUNCTION hostcore.refuse() RETURNS trigger LANGUAGE plpgsql AS "
+             "$$ BEGIN RAISE EXCEPTION 'refused by the owner'; END $$")
+    pg.query(f"CREATE TRIGGER refuse BEFORE UPDATE ON hostcore.prices FOR EACH ROW "
+             f"WHEN (old.model = '{second}') EXECUTE FUNCTION hostcore.refuse()")
+
+    failed = migrate(pg, root)
+    assert failed.returncode == 1
+    assert "refused by the owner" in failed.stderr and "rolled back" in failed.stderr
+    assert pg.query(PRICES) == before
 
 
 def test_migrate_from_version_1_with_nothing_to_push(pg, tmp_path):

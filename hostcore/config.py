@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -18,6 +17,7 @@ from typing import Annotated, Any, TypeVar
 import msgspec
 
 from hostcore.errors import ConfigError
+from hostcore.plugin.tables import find_table, table_name
 
 log = logging.getLogger("hostcore.config")
 
@@ -104,9 +104,7 @@ class Config:
         the entry-point and distribution names it stands for are matched.
         """
         self.read_tables.add(name)
-        wanted = table_name(name)
-        spelled, table = next(((key, value) for key, value in self.settings.plugins.items()
-                               if table_name(key) == wanted), (name, {}))
+        spelled, table = find_table(self.settings.plugins, name) or (name, {})
         try:
             return msgspec.convert(table, type=type_)
         except msgspec.ValidationError as exc:
@@ -160,12 +158,6 @@ def _stamp(path: Path | None) -> tuple[int, int, int] | None:
     except OSError:
         return None
     return (found.st_ino, found.st_size, found.st_mtime_ns)
-
-
-def table_name(name: str) -> str:
-    """``name`` as plugin tables are matched: PEP 503 normalised, so ``claude_code``,
-    ``Claude.Code`` and ``claude-code`` are one table (as they are one distribution)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def parse_settings(raw: Any, origin: str) -> Settings:

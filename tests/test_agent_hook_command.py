@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from hostcore.agents import dispatch, faults, index
-from hostcore.agents.hook import LEAN_BUILTINS, budget_seconds, run_hook
+from hostcore.agents.budget import budget_seconds
+from hostcore.agents.hook import LEAN_BUILTINS, run_hook
 from hostcore.host import Host
 from hostcore.plugin.loader import load_plugins
 from hostcore.plugin.markers import hookimpl

@@ -5,7 +5,9 @@ concern no plugin: a PostToolUse of ``Read`` for a plugin that watches writes, a
 refresh inside its interval. So the hook first asks this module, which imports
 nothing past the standard library (no msgspec, pluggy, logging or pathlib), whether
 any plugin must be called; only when one is due does the hook build the host
-(:mod:`hostcore.agents.hook`).
+(:mod:`hostcore.agents.hook`), and not even then when every due plugin declared a
+lean handler for the event (:func:`lean_handlers`, run by
+:mod:`hostcore.agents.lean_path`).
 
 It reads the plugin index (:mod:`hostcore.agents.index` writes it): for each plugin
 implementing ``hostcore_agent_event``, the events it declared, the tools whose tool
@@ -26,7 +28,7 @@ import os
 import sys
 import time
 
-from hostcore.plugin.interest import KNOWN_EVENTS, TOOL_EVENTS
+from hostcore.plugin.interest import KNOWN_EVENTS, TOOL_EVENTS, is_handler_name
 
 try:  # CPython's own BLAKE2, without hashlib's OpenSSL (see hostcore.evidence.blake2)
     from _blake2 import blake2b
@@ -47,7 +49,7 @@ MAX_INPUT_BYTES = 4 << 20
 INDEX_FILE = os.path.join("agents", "plugin-index.json")
 STAMPS_DIR = os.path.join("agents", "stamps")
 # Part of the index's signature: an index written in another layout is rebuilt.
-INDEX_FORMAT = 4
+INDEX_FORMAT = 5
 # The loader's and the host's variables (hostcore.plugin.loader, hostcore.host), named
 # here so that this module imports neither; tests/test_agent_hook_dispatch.py checks.
 ENV_ALLOW = "HOSTCORE_LOAD_PLUGINS"
@@ -63,6 +65,8 @@ _FIELDS: dict[str, tuple[type, bool, bool]] = {
     "source": (str, False, True), "reason": (str, False, True),
     "stop_hook_active": (bool, False, False),
 }
+# Stamps untouched this long belong to sessions whose agent died without an end.
+STAMP_LIFETIME_SECONDS = 86400.0
 _CHUNK = 1 << 16
 _MAX_STAMP_NAME = 200
 
@@ -155,21 +159,61 @@ def read_index(root: str, expected: str) -> dict[str, object] | None:
     return found
 
 
-def nothing_due(given_root: str | None, agent: str | None, data: bytes,
-                env: Mapping[str, str]) -> bool:
-    """Whether the event ``data`` (a hook's stdin, kept whole) is proven to give no
-    plugin work now: a known agent, a root one ``lstat`` trusts, a payload the full
-    decoder takes, an index made for the installed plugins, and no plugin due."""
+class Decision:
+    """What the dispatcher proved about an event: the trusted ``root``, the payload's
+    ``fields``, the plugin index ``found`` and the plugins ``due`` for it (empty:
+    nothing to do)."""
+
+    __slots__ = ("due", "fields", "found", "root")
+
+    def __init__(self, root: str, fields: dict[str, object], found: dict[str, object],
+                 due: list[str]) -> None:
+        self.root = root
+        self.fields = fields
+        self.found = found
+        self.due = due
+
+
+def decide(given_root: str | None, agent: str | None, data: bytes,
+           env: Mapping[str, str]) -> Decision | None:
+    """What the event ``data`` (a hook's stdin, kept whole) is due, when this module
+    can vouch for it: a known agent, a root one ``lstat`` trusts, a payload the full
+    decoder takes and an index made for the installed plugins; ``None`` otherwise
+    (the full path decides, noting any fault)."""
     if agent not in AGENTS:
-        return False
+        return None
     root = trusted_root(given_root, env)
     if root is None:
-        return False
+        return None
     fields = payload_fields(data)
     if fields is None:
-        return False
+        return None
     found = read_index(root, signature(env))
-    return found is not None and not due_plugins(found, fields, root, time.time())
+    if found is None:
+        return None
+    return Decision(root, fields, found, due_plugins(found, fields, root, time.time()))
+
+
+def lean_handlers(decision: Decision) -> dict[str, str] | None:
+    """Per due plugin, in order, the lean handler it declared for the event
+    (:mod:`hostcore.plugin.lean`); ``None`` unless every due plugin has exactly one
+    for it: then the host is built as usual."""
+    interests = decision.found.get("interests")
+    if not isinstance(interests, dict) or not decision.due:
+        return None
+    handlers = {}
+    for plugin in decision.due:
+        declared = interests.get(plugin)
+        if not isinstance(declared, list):
+            return None
+        leans = {i.get("lean") if isinstance(i, dict) else None
+                 for i in declared if _wants(i, decision.fields)}
+        lean = leans.pop() if len(leans) == 1 else None
+        if not is_handler_name(lean):
+            return None
+        assert isinstance(lean, str)
+        handlers[plugin] = lean
+    return handlers
 
 
 def _stamp_path(root: str, plugin: str, session_id: str) -> str | None:
@@ -286,3 +330,15 @@ def forget(root: str, *, session_id: str | None = None,
                 os.unlink(entry.path)
         except OSError:
             continue
+
+
+def housekeep(root: str, event: str, session_id: str, stamped: Iterable[str]) -> None:
+    """The throttle stamps after an event's calls: one per throttled plugin called
+    (``stamped``), the session's removed at its end, abandoned ones at a start."""
+    now = time.time()
+    if event == "SessionEnd":
+        forget(root, session_id=session_id)
+        return
+    if event == "SessionStart":
+        forget(root, older_than=now - STAMP_LIFETIME_SECONDS)
+    stamp(root, stamped, session_id, now)

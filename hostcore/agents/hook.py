@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, BinaryIO, NamedTuple, TextIO
 import msgspec
 
 from hostcore.agents import dispatch, index
+from hostcore.agents.budget import BUDGET_FLOOR_SECONDS, budget_seconds
 from hostcore.agents.dispatch import read_input
 from hostcore.agents.events import AGENTS, MAX_INPUT_BYTES, EventRefused, decode_event
 from hostcore.errors import ConfigError
@@ -53,27 +54,6 @@ LEAN_BUILTINS = ("hostcore.plugin.core", "hostcore.agents.plugin",
 # The exit that asks the agent to keep working (Claude Code and Codex hand the
 # hook's stderr to the model); only a gate's verdict at a Stop makes it.
 KEEP_WORKING_EXIT = 2
-# What a hook run may spend, counted from its process's start, by event (seconds).
-# Stop reads a session's transcript; SessionEnd's comes from the agent's own limit.
-# Stop's leaves 0.2 s of its 1 s goal (docs/benchmarks.md) for what follows the read:
-# the gates' Stop check, closing the store, the exit.
-BUDGET_SECONDS = {"Stop": 0.8}
-# What a plugin is given at least, however long the start took: a loaded machine can
-# spend Stop's whole budget before the first plugin is called, and a Stop hook's own
-# timeout (30 s, hostcore.agents.install) has room for it. SessionEnd has none: its
-# agent's limit is shared and hard.
-BUDGET_FLOOR_SECONDS = {"Stop": 0.25}
-DEFAULT_BUDGET_SECONDS = 0.5
-# What all SessionEnd hooks get together: Claude Code 1.5 s unless raised with its
-# variable (milliseconds), Codex 3 s.
-SESSION_END_LIMIT_SECONDS = {"claude-code": 1.5, "codex": 3.0}
-SESSION_END_LIMIT_ENV = "CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS"
-# What a SessionEnd leaves of that limit for the other plugins' work and the exit: on
-# a machine at load 13 on 2 cores those took up to 0.8 s after a 0.7 s budget, so 1.5 s
-# exactly (docs/benchmarks.md); 0.9 s keeps the worst run inside Claude Code's 1.5 s.
-SESSION_END_MARGIN_SECONDS = 0.9
-# Stamps untouched this long belong to sessions whose agent died without an end.
-STAMP_LIFETIME_SECONDS = 86400.0
 
 
 class HookOutcome(NamedTuple):
@@ -149,9 +129,12 @@ def handle_stdin(stream: BinaryIO, *, agent: str | None, root_for: Callable[[], 
 def handle_input(data: bytes, oversized: bool, *, agent: str | None,
                  root_for: Callable[[], Path], env: Mapping[str, str],
                  make_host: Callable[[Path, PluginSet], Host],
-                 started: float) -> HookOutcome:
+                 started: float, lean_failed: Collection[str] = ()) -> HookOutcome:
     """Handle the event ``data`` (:func:`handle_stdin`): only the plugins the index
-    says are due for it are loaded and called; none due, nothing is built."""
+    says are due for it are loaded and called; none due, nothing is built.
+    ``lean_failed``: the plugins whose lean handler raised for this event
+    (:mod:`~hostcore.agents.lean_path`, which called every other due one): only they
+    are called, and each is a ``lean_failed`` fault."""
     try:
         root = root_for()
     except (ConfigError, OSError) as exc:
@@ -165,38 +148,30 @@ def handle_input(data: bytes, oversized: bool, *, agent: str | None,
     if fields is not None:  # else run_hook notes the fault, calling nobody
         found, loaded = plugin_index(root, env)
         due = dispatch.due_plugins(found, fields, str(root), time.time())
+        if lean_failed:
+            due = [plugin for plugin in due if plugin in lean_failed]
         if not due:
             return HookOutcome([])
         throttled = dispatch.throttled(found) & set(due)
     return run_hook(agent=agent, data=data, oversized=oversized, root=root, env=env,
                     make_host=lambda plugins: make_host(root, plugins), started=started,
-                    due=due, throttled=throttled, plugins=loaded, found=found)
-
-
-def budget_seconds(event: str, agent: str, env: Mapping[str, str]) -> float:
-    """What a hook run for ``event`` may spend, from its process's start (seconds)."""
-    if event != "SessionEnd":
-        return BUDGET_SECONDS.get(event, DEFAULT_BUDGET_SECONDS)
-    limit = SESSION_END_LIMIT_SECONDS.get(agent, SESSION_END_LIMIT_SECONDS["claude-code"])
-    raised = env.get(SESSION_END_LIMIT_ENV, "") if agent == "claude-code" else ""
-    if raised.strip().isdigit():
-        limit = int(raised) / 1000
-    return max(0.0, limit - SESSION_END_MARGIN_SECONDS)
+                    due=due, throttled=throttled, plugins=loaded, found=found,
+                    noted=["lean_failed"] * len(lean_failed))
 
 
 def run_hook(*, agent: str | None, data: bytes, oversized: bool, root: Path,
              env: Mapping[str, str], make_host: Callable[[PluginSet], Host],
              started: float, clock: Callable[[], float] = time.monotonic,
              due: Collection[str] | None = None, throttled: Collection[str] = (),
-             plugins: PluginSet | None = None, found: Mapping[str, object] | None = None
-             ) -> HookOutcome:
+             plugins: PluginSet | None = None, found: Mapping[str, object] | None = None,
+             noted: Collection[str] = ()) -> HookOutcome:
     """Handle one event: the kinds of the faults it noted (none when all went well)
     and what the gates ask. Never raises for a fault: each is noted under ``root``
     and logged. ``due``: the plugins to call (``None``: every one implementing the
     hooks); of those, the ``throttled`` ones called without a fault get a stamp
     (:func:`~hostcore.agents.dispatch.stamp`). ``plugins``: a set already loaded
     holding them (else the lean set is loaded, from the entry points the plugin index
-    ``found`` keeps)."""
+    ``found`` keeps). ``noted``: fault kinds met before this run, noted with its own."""
     kinds: list[str] = []
     keep_working: list[str] = []
     event_name = "-"
@@ -227,6 +202,8 @@ def run_hook(*, agent: str | None, data: bytes, oversized: bool, root: Path,
         fault(exc.kind, str(exc).partition(": ")[2])
         return HookOutcome(kinds)
     event_name = event.name
+    for kind in noted:
+        fault(kind, "a plugin's lean handler raised; its hook runs with a host")
     try:
         with plugin_output():  # stdout is the agent's: nothing but hook JSON goes there
             if plugins is None:
@@ -261,23 +238,15 @@ def run_hook(*, agent: str | None, data: bytes, oversized: bool, root: Path,
                                              due=due)
             finally:
                 host.close()
-            _housekeep(root, event, called & set(throttled))
+            dispatch.housekeep(str(root), event.name, event.session_id,
+                               called & set(throttled))
+    except ConfigError as exc:
+        # Its message names the config file and key, as every command says it.
+        fault("config", str(exc))
     except Exception as exc:
         fault("internal", type(exc).__name__)
     asked = "\n\n".join(keep_working) if event_name == "Stop" else ""
     return HookOutcome(kinds, asked or None)
-
-
-def _housekeep(root: Path, event: AgentEvent, stamped: Collection[str]) -> None:
-    """The throttle stamps after the calls: one per throttled plugin called, the
-    session's removed at its end, abandoned ones at a start."""
-    now = time.time()
-    if event.name == "SessionEnd":
-        dispatch.forget(str(root), session_id=event.session_id)
-        return
-    if event.name == "SessionStart":
-        dispatch.forget(str(root), older_than=now - STAMP_LIFETIME_SECONDS)
-    dispatch.stamp(str(root), stamped, event.session_id, now)
 
 
 def run_gates(host: Host, event: AgentEvent, budget: float, started: float,

@@ -6,7 +6,7 @@ learn which ones react to agent events. The first hook after the installed
 plugins change loads them all once and writes ``<root>/agents/plugin-index.json``:
 the built-ins and entry-point plugins implementing either hook, and what each
 declared with :func:`~hostcore.agents.events.agent_interest` (events, tools, an
-interval per event). Every later hook reads it with the standard library alone
+interval per event, a lean handler). Every later hook reads it with the standard library alone
 (:mod:`hostcore.agents.dispatch`) and builds the host only when a plugin is due,
 loading only the due ones. The cache is keyed by the folders on ``sys.path`` as they
 are (see :func:`~hostcore.agents.dispatch.signature`), by the allow and block lists
@@ -48,6 +48,7 @@ class Interest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     events: tuple[str, ...] | None = None
     tools: tuple[str, ...] | None = None
     every_seconds: dict[str, float] = {}
+    lean: str | None = None
 
 
 class IndexedEntryPoint(msgspec.Struct, frozen=True):
@@ -78,10 +79,14 @@ def build(plugins: PluginSet, expected: str,
     """The index of ``plugins`` (every installed plugin, loaded from the entry points
     ``found``) for ``expected``."""
     declared: dict[str, list[AgentInterest | None]] = {}
+    leans: dict[int, str | None] = {}  # by id of an AgentInterest: what it may call
     for hook_name in (HOOK, GATE_HOOK):
         for impl in getattr(plugins.pm.hook, hook_name).get_hookimpls():
-            declared.setdefault(impl.plugin_name, []).append(
-                getattr(impl.function, INTEREST_ATTRIBUTE, None))
+            interest = getattr(impl.function, INTEREST_ATTRIBUTE, None)
+            declared.setdefault(impl.plugin_name, []).append(interest)
+            if isinstance(interest, AgentInterest):
+                # Only the event hook has a lean form: a gate's verdict needs a host.
+                leans[id(interest)] = interest.lean if hook_name == HOOK else None
     # A gate resolves governance in the hook's host: a plugin contributing governing
     # inputs is loaded for the events a gate wants, or a stamp a hook made would lack
     # its part and `hostcore check` (every plugin loaded) would call the file stale.
@@ -93,7 +98,8 @@ def build(plugins: PluginSet, expected: str,
     # undeclared may want any.
     interests = {}
     for name, hooks in declared.items():
-        kept = [Interest(events=i.events, tools=i.tools, every_seconds=i.every_seconds)
+        kept = [Interest(events=i.events, tools=i.tools, every_seconds=i.every_seconds,
+                         lean=leans.get(id(i)))
                 for i in hooks if isinstance(i, AgentInterest)]
         if len(kept) == len(hooks):
             interests[name] = tuple(kept)

@@ -107,12 +107,25 @@ def main(parsed: HookArgs) -> int:
     started = time.monotonic() - process_age()
     # Most events give no plugin work (a tool call outside every plugin's interest, a
     # refresh inside its interval): the dispatcher proves it with the standard
-    # library, and the host is built only when a plugin is due.
+    # library, and the host is built only when a plugin is due, and one of them has
+    # no lean handler for the event (or it raised: that plugin then runs here too).
     from hostcore.agents import dispatch
 
     data, oversized = dispatch.read_input(sys.stdin.buffer)
-    if not oversized and dispatch.nothing_due(parsed.root, parsed.agent, data, os.environ):
+    decision = None if oversized else dispatch.decide(parsed.root, parsed.agent, data,
+                                                      os.environ)
+    if decision is not None and not decision.due:
         return 0
+    handlers = None if decision is None else dispatch.lean_handlers(decision)
+    lean_failed: list[str] | None = None
+    if decision is not None and handlers is not None:
+        from hostcore.agents import lean_path
+
+        assert parsed.agent is not None  # decide() vouched for it
+        lean_failed = lean_path.run(decision, handlers, agent=parsed.agent,
+                                    config=parsed.config, env=os.environ, started=started)
+        if lean_failed == []:
+            return 0
     import logging
 
     from hostcore.agents.hook import handle_input
@@ -133,5 +146,6 @@ def main(parsed: HookArgs) -> int:
         return Host(root=root, config=parsed.config, env=env, plugin_set=plugins)
 
     outcome = handle_input(data, oversized, agent=parsed.agent, root_for=root_for,
-                           env=env, make_host=make_host, started=started)
+                           env=env, make_host=make_host, started=started,
+                           lean_failed=lean_failed or ())
     return outcome.answer(sys.stderr)

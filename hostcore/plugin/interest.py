@@ -42,23 +42,27 @@ class AgentInterest:
     ``tools``: for tool events (:data:`TOOL_EVENTS`), the tool names (``None``: every
     tool); other events are not narrowed by it. ``every_seconds``: per event, the
     shortest time between two calls for one session; a call for any event of that
-    session starts the interval again."""
+    session starts the interval again. ``lean``: ``"module:function"``, a handler
+    doing the hookimpl's work for these events without a host
+    (:mod:`hostcore.plugin.lean`), or ``None``."""
 
-    __slots__ = ("events", "every_seconds", "tools")
+    __slots__ = ("events", "every_seconds", "lean", "tools")
 
     def __init__(self, events: tuple[str, ...] | None, tools: tuple[str, ...] | None,
-                 every_seconds: dict[str, float]) -> None:
+                 every_seconds: dict[str, float], lean: str | None = None) -> None:
         self.events = events
         self.tools = tools
         self.every_seconds = every_seconds
+        self.lean = lean
 
     def __repr__(self) -> str:
         return (f"AgentInterest(events={self.events!r}, tools={self.tools!r}, "
-                f"every_seconds={self.every_seconds!r})")
+                f"every_seconds={self.every_seconds!r}, lean={self.lean!r})")
 
 
 def agent_interest(*events: str, tools: Iterable[str] | None = None,
-                   every_seconds: Mapping[str, float] | None = None) -> Callable[[_F], _F]:
+                   every_seconds: Mapping[str, float] | None = None,
+                   lean: str | None = None) -> Callable[[_F], _F]:
     """Declare, on a ``hostcore_agent_event`` or ``hostcore_agent_gate`` hookimpl, the
     events it acts on, so a hook builds no host for the others (docs/agent-hooks.md)::
 
@@ -66,10 +70,13 @@ def agent_interest(*events: str, tools: Iterable[str] | None = None,
         @agent_interest("PostToolUse", "Stop", tools=("Write", "Edit"))
         def hostcore_agent_event(event, host): ...
 
-    No event names means every event. Raises :class:`ValueError` for an event neither
-    agent sends or an interval that is not a positive number of seconds, when the
-    plugin's module is imported: a typo fails the plugin, named, instead of silencing
-    it.
+    No event names means every event. ``lean="package.module:function"`` (on a
+    ``hostcore_agent_event`` hookimpl only) names a handler the hook may call for
+    these events instead, without building a host (:mod:`hostcore.plugin.lean`).
+    Raises :class:`ValueError` for an event neither agent sends, an interval that is
+    not a positive number of seconds or a lean handler that is no
+    ``module:function`` name, when the plugin's module is imported: a typo fails the
+    plugin, named, instead of silencing it.
     """
     unknown = sorted(set(events) - KNOWN_EVENTS)
     if unknown:
@@ -83,12 +90,25 @@ def agent_interest(*events: str, tools: Iterable[str] | None = None,
                 or not math.isfinite(seconds) or seconds <= 0:
             raise ValueError(f"agent_interest: every_seconds[{name}] must be positive "
                              "seconds")
+    if lean is not None and not is_handler_name(lean):
+        raise ValueError(f"agent_interest: lean={lean!r} is no 'package.module:function'")
     interest = AgentInterest(tuple(sorted(set(events))) or None,
                              None if tools is None else tuple(sorted(set(tools))),
-                             {name: float(seconds) for name, seconds in intervals.items()})
+                             {name: float(seconds) for name, seconds in intervals.items()},
+                             lean)
 
     def declare(function: _F) -> _F:
         setattr(function, INTEREST_ATTRIBUTE, interest)
         return function
 
     return declare
+
+
+def is_handler_name(value: object) -> bool:
+    """Whether ``value`` is a ``package.module:function`` name (dotted identifiers, one
+    colon, a plain function name): what ``lean=`` takes and the dispatcher imports."""
+    if not isinstance(value, str):
+        return False
+    module, colon, function = value.partition(":")
+    return bool(colon) and function.isidentifier() and all(
+        part.isidentifier() for part in module.split("."))

@@ -171,8 +171,8 @@ def _wants(declared: Any, event: Any) -> bool:
 def sample_events(folder: Path) -> list[Any]:
     """One event of each sample name for each agent, naming a transcript that does
     not exist under ``folder``."""
+    from hostcore.agents.budget import budget_seconds
     from hostcore.agents.events import AGENTS, AgentEvent
-    from hostcore.agents.hook import budget_seconds
 
     events = []
     for agent in AGENTS:

@@ -18,9 +18,13 @@ created on the first start.
 from __future__ import annotations
 
 import errno
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from hostcore.errors import RecordError
+from hostcore_file_custody.agent_events import AGENT_EVENTS_HANDLED
 from hostcore_file_custody.agent_sessions import (
     AgentSessionResult,
     end_agent_session,
@@ -28,14 +32,14 @@ from hostcore_file_custody.agent_sessions import (
     start_agent_session,
 )
 from hostcore_file_custody.errors import AgentEventRefused, CustodyError
-from hostcore_file_custody.events import AGENT_EVENTS_HANDLED
 from hostcore_file_custody.registry import START_WAIT_SECONDS, HeartbeatRegistry, check_instance
+from hostcore_file_custody.settings import PLUGIN_NAME, CustodyConfig, registry_folder
 from hostcore_file_custody.support import AVAILABLE
-from hostcore_file_custody.worker import registry_path
 
 if TYPE_CHECKING:
     from hostcore.agents.events import AgentEvent
     from hostcore.host import Host
+    from hostcore.plugin.lean import LeanEvent
 
 # The shortest lock wait worth trying when the hook's budget is nearly spent (seconds).
 _MIN_WAIT_SECONDS = 0.05
@@ -46,19 +50,39 @@ def handle_agent_event(event: AgentEvent, host: Host) -> AgentSessionResult | No
     custody does not handle, and where custody cannot run (Windows)."""
     if event.name not in AGENT_EVENTS_HANDLED or not AVAILABLE:
         return None
-    registry = HeartbeatRegistry(registry_path(host))
+    folder = registry_folder(host.root, host.plugin_config(PLUGIN_NAME, CustodyConfig))
+    return _handle(event.name, event.session_id, event.budget_seconds, folder)
+
+
+def handle_lean_event(event: LeanEvent) -> None:
+    """:func:`handle_agent_event` without a host: the hook's lean handler
+    (``agent_interest(lean=...)`` in plugin.py), which spares the agent the host's
+    imports at every start, due refresh and end. The config table is validated as the
+    host validates it; a bad one raises, and the hook then calls the full hook, which
+    reports it. Safe to run again after it raised: a start by the same agent resumes,
+    a refresh or an end already written is one read."""
+    if event.name not in AGENT_EVENTS_HANDLED or not AVAILABLE:
+        return
+    config = msgspec.convert(event.config, CustodyConfig)
+    _handle(event.name, event.session_id, event.budget_seconds,
+            registry_folder(Path(event.root), config))
+
+
+def _handle(name: str, session_id: str, budget_seconds: float, folder: Path
+            ) -> AgentSessionResult:
+    registry = HeartbeatRegistry(folder)
     # A held lock is waited on only within what is left of the hook's budget.
-    wait = min(START_WAIT_SECONDS, max(_MIN_WAIT_SECONDS, event.budget_seconds))
+    wait = min(START_WAIT_SECONDS, max(_MIN_WAIT_SECONDS, budget_seconds))
     try:
-        instance = check_instance(event.session_id)
-        if event.name == "SessionStart":
+        instance = check_instance(session_id)
+        if name == "SessionStart":
             return start_agent_session(registry, instance, wait_seconds=wait)
-        if event.name == "PostToolUse":
+        if name == "PostToolUse":
             return refresh_agent_session(registry, instance, wait_seconds=wait)
         return end_agent_session(registry, instance, wait_seconds=wait)
     except (CustodyError, RecordError, OSError) as exc:
         # Their messages name the session id and registry paths: the hook logs only why.
-        raise AgentEventRefused(event.name, _reason(exc)) from None
+        raise AgentEventRefused(name, _reason(exc)) from None
 
 
 def _reason(exc: Exception) -> str:

@@ -35,8 +35,8 @@ import msgspec
 
 from hostcore.errors import RecordError
 from hostcore_file_custody.agent import AgentProcess, agent_process, find_agent
+from hostcore_file_custody.agent_events import REFRESH_INTERVAL_SECONDS
 from hostcore_file_custody.errors import AgentUnresolved, CustodyRefused
-from hostcore_file_custody.events import REFRESH_INTERVAL_SECONDS
 from hostcore_file_custody.owner import Liveness, OwnerRecord, owner_liveness
 from hostcore_file_custody.registry import (
     HEARTBEAT_VERSION,

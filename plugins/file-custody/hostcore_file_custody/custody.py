@@ -27,7 +27,6 @@ import os
 import threading
 import weakref
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from hostcore_file_custody.errors import CustodyRefused
@@ -84,7 +83,6 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_custody_in_child)
 
 
-@dataclass(frozen=True)
 class Custody:
     """A handle on held custody.
 
@@ -92,11 +90,21 @@ class Custody:
     ``lifetime`` when the custody is a live session's.
     """
 
-    instance: str
-    lock_path: Path
-    nested: bool
-    lifetime: bool
-    _held: _Held
+    # A plain class, not a dataclass: dataclasses imports inspect, which an agent
+    # would wait for at every session start (the hook's lean handler).
+    __slots__ = ("_held", "instance", "lifetime", "lock_path", "nested")
+
+    def __init__(self, instance: str, lock_path: Path, *, nested: bool, lifetime: bool,
+                 _held: _Held) -> None:
+        self.instance = instance
+        self.lock_path = lock_path
+        self.nested = nested
+        self.lifetime = lifetime
+        self._held = _held
+
+    def __repr__(self) -> str:
+        return (f"Custody(instance={self.instance!r}, nested={self.nested!r}, "
+                f"lifetime={self.lifetime!r})")
 
     def discard_lock_file_if(self, condition: Callable[[], bool]) -> None:
         """On release, unlink the lock file if ``condition()`` still holds then.

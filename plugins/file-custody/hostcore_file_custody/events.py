@@ -9,14 +9,6 @@ from hostcore.telemetry import EventSpec
 UNRECORDED_REASONS: tuple[str, ...] = ("unwitnessed", "missing", "terminal", "archived",
                                        "stale", "write-failed")
 
-# The agent hook events custody acts on (see agent_hook.py). Kept here so the plugin's
-# hookimpl returns at once, importing nothing, on every other event (every tool call).
-AGENT_EVENTS_HANDLED = frozenset({"SessionStart", "PostToolUse", "SessionEnd"})
-# A refresh within this many seconds of the last one writes nothing. Far inside the
-# sweep's stale window (600 s), so a working agent's heartbeat is never a candidate.
-# Declared to the hook's dispatcher too (plugin.py), which then skips the PostToolUse
-# calls inside it without building the host.
-REFRESH_INTERVAL_SECONDS = 60.0
 
 SWEEP_COUNTS = (
     "scanned", "candidates", "deferred", "deleted", "kept_fresh", "kept_live",

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 from hostcore.plugin.interest import agent_interest
 from hostcore.plugin.markers import hookimpl
-from hostcore_file_custody.events import AGENT_EVENTS_HANDLED, EVENTS, REFRESH_INTERVAL_SECONDS
+from hostcore_file_custody.agent_events import AGENT_EVENTS_HANDLED, REFRESH_INTERVAL_SECONDS
+from hostcore_file_custody.events import EVENTS
 
 if TYPE_CHECKING:
     import click
@@ -38,7 +39,8 @@ def hostcore_commands(cli: click.Group) -> None:
 
 
 @hookimpl
-@agent_interest(*AGENT_EVENTS_HANDLED, every_seconds={"PostToolUse": REFRESH_INTERVAL_SECONDS})
+@agent_interest(*AGENT_EVENTS_HANDLED, every_seconds={"PostToolUse": REFRESH_INTERVAL_SECONDS},
+                lean="hostcore_file_custody.agent_hook:handle_lean_event")
 def hostcore_agent_event(event: AgentEvent, host: Host) -> None:
     # Loaded on an event custody handles only: the hook runs on every tool call.
     if event.name not in AGENT_EVENTS_HANDLED:

@@ -18,6 +18,7 @@ import msgspec
 from hostcore.plugin.registration import StepFailed, WorkerResult
 from hostcore_file_custody.events import RECOVERY_COUNTS
 from hostcore_file_custody.hooks import NO_HOOKS, SweepHooks
+from hostcore_file_custody.settings import PLUGIN_NAME, CustodyConfig, registry_folder
 from hostcore_file_custody.support import AVAILABLE
 
 if TYPE_CHECKING:
@@ -32,23 +33,9 @@ if TYPE_CHECKING:
 # The sweep, the registry and recovery are imported where they run, not here: this
 # module is imported whenever a host is built (benchmarks/startup.py).
 
-PLUGIN_NAME = "file-custody"
-DEFAULT_REGISTRY = Path("plugins") / PLUGIN_NAME / "registry"
-
-
-class CustodyConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """``[plugins.file-custody]``: where the heartbeat registry lives."""
-
-    directory: str | None = None
-
-
 def registry_path(host: Host) -> Path:
     """The registry folder the host is configured for (not created)."""
-    config = host.plugin_config(PLUGIN_NAME, CustodyConfig)
-    if config.directory is None:
-        return host.root / DEFAULT_REGISTRY
-    path = Path(config.directory).expanduser()
-    return path if path.is_absolute() else host.root / path
+    return registry_folder(host.root, host.plugin_config(PLUGIN_NAME, CustodyConfig))
 
 
 def registry_for(host: Host) -> HeartbeatRegistry:

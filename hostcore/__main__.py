@@ -29,10 +29,14 @@ def main(argv: list[str] | None = None) -> None:
     # click, pluggy and the plugins load only past --version (see the docstring);
     # contextlib and threading only past the hook's path too.
     import contextlib
+    import gc
 
+    # The cyclic collector stays off while the command line and the plugins load;
+    # run_cli turns it back on before the command runs (see its freeze_loaded).
+    gc.disable()
     from hostcore.cli.app import run_cli
 
-    status = run_cli(args)
+    status = run_cli(args, freeze_loaded=True)
     if _lingering_threads():
         # Plugin code left a thread that is no daemon: the interpreter would wait for
         # it at exit, forever if it never ends. The host is closed by now (run_cli

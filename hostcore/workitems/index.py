@@ -37,10 +37,10 @@ import msgspec
 from hostcore.errors import RecordError
 from hostcore.files import ensure_dir
 from hostcore.workitems.records import (
-    PollSection,
     PortableRecord,
     absent_since_of,
     decision_member,
+    kind_and_labels,
     record_class,
     retry_at_of,
 )
@@ -399,26 +399,28 @@ def _put(db: sqlite3.Connection, slug: str, record: PortableRecord, size: int,
          mtime_ns: int) -> None:
     poll = record.poll
     last = poll.last_polled_at if poll and isinstance(poll.last_polled_at, str) else ""
+    # An ended record has forgotten `poll`: its stamp keeps the kind and labels.
+    kind, labels = kind_and_labels(record)
     db.execute(
         "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (slug, record.ref, record.sections, record_class(record), absent_since_of(poll),
          poll.updated_at if poll else "", last, size, mtime_ns, decision_member(record),
          scope_key(record.ref), record.ended.at if record.ended else "",
-         retry_at_of(record), poll.kind if poll else "", labels_column(poll)))
+         retry_at_of(record), kind, labels_column(labels)))
     db.execute("DELETE FROM entry_labels WHERE slug = ?", (slug,))
-    if poll is not None and poll.labels:
+    if labels:
         row = (slug, record.ended is not None, scope_key(record.ref), absent_since_of(poll),
-               poll.kind)
+               kind)
         db.executemany("INSERT OR IGNORE INTO entry_labels VALUES (lower(?), ?, ?, ?, ?, ?)",
-                       [(label, *row) for label in poll.labels])
+                       [(label, *row) for label in labels])
 
 
-def labels_column(poll: PollSection | None) -> str:
+def labels_column(labels: list[str]) -> str:
     """The ``labels`` column of a record: each label between two separators, so
     ``instr(labels, SEP + name + SEP)`` finds one; ``""`` for none (an old record)."""
-    if poll is None or not poll.labels:
+    if not labels:
         return ""
-    return LABEL_SEPARATOR + LABEL_SEPARATOR.join(poll.labels) + LABEL_SEPARATOR
+    return LABEL_SEPARATOR + LABEL_SEPARATOR.join(labels) + LABEL_SEPARATOR
 
 
 def labels_of(column: str) -> list[str]:

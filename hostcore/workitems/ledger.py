@@ -521,11 +521,16 @@ class PollState:
         self.ledger.update(ref, stamp)
 
     def forget(self, ref: str) -> None:
-        """Drop the ``poll`` section of ``ref``; the rest of the record stays."""
+        """Drop the ``poll`` section of ``ref``; the rest of the record stays. An
+        ``ended`` stamp without the kind and labels (one an earlier version stamped
+        and was stopped before forgetting) takes them from ``poll`` first."""
 
         def drop(record: PortableRecord) -> PortableRecord | None:
-            if record.poll is None:
+            poll, ended = record.poll, record.ended
+            if poll is None:
                 return None
-            return msgspec.structs.replace(record, poll=None)
+            if ended is not None and not ended.kind and not ended.labels:
+                ended = msgspec.structs.replace(ended, kind=poll.kind, labels=poll.labels)
+            return msgspec.structs.replace(record, poll=None, ended=ended)
 
         self.ledger.update(ref, drop)

@@ -92,6 +92,7 @@ from hostcore.workitems.records import (
     PortableRecord,
     absent_since_of,
     backoff_of,
+    kind_and_labels,
     record_class,
     with_backoff,
     without_future,
@@ -894,9 +895,12 @@ class Poller:
         def stamp(record: PortableRecord) -> PortableRecord | None:
             if record.ended is not None:
                 return None
+            # The kind and labels go onto the stamp: `poll`, which held them, is
+            # forgotten next, and an ended item is still found by them.
+            kind, labels = kind_and_labels(record)
             ended = EndedStamp(at=now, state=closure.state, state_reason=closure.state_reason,
                                closed_at=closure.closed_at, closed_by=closure.closed_by,
-                               moved_to=closure.moved_to)
+                               moved_to=closure.moved_to, kind=kind, labels=labels)
             return msgspec.structs.replace(record, ended=ended, control=None,
                                            collaborators=None)
 

@@ -79,6 +79,9 @@ class EndedStamp(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=Tru
     """``ended``: the item closed (or merged, or moved) and the ledger recorded it.
 
     ``moved_to`` is set when ``state`` is ``moved``: the ref the item lives under now.
+    ``kind`` and ``labels`` are the item's as ``poll`` last had them: the close path
+    forgets ``poll``, and an ended item is still found by its kind and labels. A
+    stamp written before they were kept has neither (an unknown kind, no labels).
     """
 
     at: str
@@ -87,6 +90,8 @@ class EndedStamp(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=Tru
     closed_at: str = ""
     closed_by: str = ""
     moved_to: str = ""
+    kind: str = ""
+    labels: list[str] = []
     more: dict[str, Any] = {}
 
 
@@ -171,6 +176,17 @@ def retry_at_of(record: PortableRecord) -> str:
 def backoff_of(record: PortableRecord | None) -> Backoff | None:
     """The record's ``poll.backoff``, if it has one."""
     return record.poll.backoff if record is not None and record.poll is not None else None
+
+
+def kind_and_labels(record: PortableRecord) -> tuple[str, list[str]]:
+    """The item's kind and labels: its ``poll`` section's while it has one, else its
+    ``ended`` stamp's (the close path moved them there before forgetting ``poll``);
+    ``("", [])`` when neither says."""
+    if record.poll is not None:
+        return record.poll.kind, record.poll.labels
+    if record.ended is not None:
+        return record.ended.kind, record.ended.labels
+    return "", []
 
 
 def record_class(record: PortableRecord) -> str:

@@ -110,3 +110,24 @@ def test_records_written_before_kinds_and_labels_were_kept_read_as_unknown_and_u
     assert [(i["ref"], i["kind"], i["labels"]) for i in pulls["items"]] == [
         ("o1/r#200", "pull_request", ["agent", "Bug"])]
     assert [i["ref"] for i in bug["items"]] == ["o1/r#200"]
+
+
+def test_ended_items_are_found_by_their_kind_and_labels(ledger_root):
+    """An ended record has forgotten ``poll``; its stamp keeps the kind and labels,
+    so ``work_items`` filters find it among the ended and among all."""
+    ledger = Ledger(ledger_root / "ledger")
+    ledger.write(PortableRecord(ref="o2/r#300", ended=EndedStamp(
+        at="2026-11-21T00:00:00Z", state="merged", kind="pull_request",
+        labels=["agent", "Bug"])))
+    ledger.close()
+    with read_only(ledger_root) as host:
+        pulls = answers.work_items(host, repository=None, state="ended", kind="pull_request",
+                                   limit=100, offset=0)
+        bug = answers.work_items(host, repository=None, state="ended", label="BUG",
+                                 limit=100, offset=0)
+        anywhere = answers.work_items(host, repository="o2/r", state="any", label="agent",
+                                      limit=100, offset=0)
+    assert [(i["ref"], i["state"], i["kind"], i["labels"]) for i in pulls["items"]] == [
+        ("o2/r#300", "ended", "pull_request", ["agent", "Bug"])]
+    assert [i["ref"] for i in bug["items"]] == ["o2/r#300"] and bug["matched"] == 1
+    assert [i["ref"] for i in anywhere["items"]] == ["o2/r#300"]

@@ -4,6 +4,7 @@ into the next minute, and no bucket at all for a time SQLite cannot read."""
 
 from __future__ import annotations
 
+import random
 import sqlite3
 from pathlib import Path
 
@@ -46,3 +47,30 @@ def test_each_row_is_counted_in_the_bucket_sqlite_reads_from_its_time(tmp_path):
     assert sum(counted.values()) == (1 << (len(STAMPS) - 1)) - 1  # the unreadable one: none
     store.purge(session_id="s")
     assert by_bucket(store.path, "SELECT bucket, input_tokens FROM usage") == {}
+
+
+def test_buckets_worked_out_from_the_text_are_sqlites_for_stamps_of_every_kind(tmp_path):
+    # The append works the bucket of a canonical time out from its text and asks
+    # SQLite only for the rest: both must agree with SQLite's reading everywhere.
+    rng = random.Random(5)
+    stamps = ["2024-02-29T12:00:00.000000Z", "2025-02-29T12:00:00.000000Z",
+              "2025-04-31T23:59:59.999999Z", "1969-12-31T23:52:30.000000Z",
+              "1970-01-01T00:00:00.000000Z", "0001-01-01T00:14:59.999600Z",
+              "9999-12-31T23:59:59.999999Z", "2025-09-14T24:00:00.000000Z",
+              "2025-09-14T10:14:59.999999", "2025-09-14 10:14:59.999999Z"]
+    for _ in range(400):
+        minute = rng.choice([rng.randrange(60), 14, 29, 44, 59])
+        stamps.append(f"{rng.choice(['1999', '2025', '2028'])}-{rng.randrange(1, 13):02d}-"
+                      f"{rng.randrange(1, 32):02d}T{rng.randrange(24):02d}:{minute:02d}:"
+                      f"{rng.choice([rng.randrange(60), 59]):02d}."
+                      f"{rng.choice([rng.randrange(10**6), 999499, 999500, 999999]):06d}Z")
+    store = Store(tmp_path / "store.sqlite3")
+    store.append([EvidenceRow(partition="p", source_id="src", directory="/w", session_id="s",
+                              ts=ts, key=f"k{n}", payload={"type": "assistant", "usage": tokens(
+                                  "m", (1, 0, 0, 0), f"r{n}")})
+                  for n, ts in enumerate(stamps)])
+    counted = by_bucket(store.path, "SELECT bucket, SUM(responses) FROM usage GROUP BY bucket")
+    expected = by_bucket(store.path, "SELECT unixepoch(ts) / 900, COUNT(*) FROM evidence "
+                         "WHERE unixepoch(ts) IS NOT NULL GROUP BY 1")
+    assert counted == expected
+    assert sum(counted.values()) > len(stamps) // 2  # most are times SQLite reads

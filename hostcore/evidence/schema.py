@@ -137,13 +137,15 @@ BEGIN
     DELETE FROM usage WHERE responses <= 0;
 END""",
 )
-# Which of a JSON list of response digests were counted already.
-COUNTED_RESPONSES = ("SELECT response FROM usage_responses WHERE response IN "
-                     "(SELECT value FROM json_each(?))")
+# Which of a JSON list of response digests rows before a position counted.
+COUNTED_BEFORE = ("SELECT response FROM usage_responses WHERE response IN "
+                  "(SELECT value FROM json_each(?)) AND position < ?")
 # The bucket of each of a JSON list of times (NULL: SQLite cannot read it), as the
 # delete trigger works it out.
 BUCKETS = f"SELECT value, unixepoch(value) / {15 * 60} FROM json_each(?)"
-COUNT_RESPONSE = "INSERT INTO usage_responses (response, position) VALUES (?, ?)"
+# Record a response as counted by a row, unless it is already.
+COUNT_RESPONSE = ("INSERT INTO usage_responses (response, position) VALUES (?, ?) "
+                  "ON CONFLICT (response) DO NOTHING")
 # Add one bucket's totals; parameters: scope, session, model, bucket, responses,
 # the four token kinds, above_tier (JSON, four counts).
 ADD_USAGE = """INSERT INTO usage VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)

@@ -36,6 +36,16 @@ TOKEN_KINDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens",
 Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
 
 
+# Names already found good: a transcript names a few models and tools over and over,
+# on most of its lines. Kept to this many, far more than any user's.
+_NAMES_KEPT = 4_096
+_names: set[str] = set()
+
+
+# The hasher of response digests, copied for each.
+_digest = blake2b(digest_size=12)
+
+
 class BadUsage(ValueError):
     """A usage field that is no count or no name: the line is counted and skipped."""
 
@@ -59,16 +69,24 @@ def measure(value: Any) -> int:
 
 def name(value: Any) -> str:
     """``value`` as a model or tool name, or :class:`BadUsage`: short printable text."""
+    if type(value) is str and value in _names:
+        return value
     if (type(value) is not str or not value or len(value) > MAX_NAME_CHARS
             or not value.isprintable() or not value.isascii()):
         raise BadUsage("not a name")
+    if len(_names) >= _NAMES_KEPT:
+        _names.clear()
+    _names.add(value)
     return value
 
 
 def response_digest(*parts: str) -> str:
     """The id of one API response on a row: a digest of the ids that name it, so the
     row carries no identifier of the provider's own."""
-    return blake2b("\0".join(parts).encode(), digest_size=12).hexdigest()
+    # A copy of a hasher made once costs half what making one with its size does.
+    found = _digest.copy()
+    found.update("\0".join(parts).encode())
+    return found.hexdigest()
 
 
 def tokens(model: str, counts: tuple[int, int, int, int], response: str) -> dict[str, Any]:

@@ -10,8 +10,10 @@ quarter-hour first: the store then runs one upsert per bucket, not one per row
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import msgspec
@@ -24,6 +26,19 @@ __all__ = ["Counted", "add_usage"]
 Counted = tuple[int, int, str, str, Any]
 _NONE_ABOVE = (0, 0, 0, 0)
 _encoder = msgspec.json.Encoder()
+# Seconds in one bucket of the aggregate (the delete trigger's 15 * 60).
+_BUCKET_SECONDS = 15 * 60
+# A stored time in the canonical form (hostcore.timestamps.canonical), which nearly
+# every row has: its bucket is worked out here from the text, with the same result
+# as SQLite's reading, which the delete trigger uses. Any other text is asked of
+# SQLite, and so is a last second's ".999…", which SQLite's rounding to milliseconds
+# may carry into the next minute, hence the next quarter-hour.
+_CANONICAL = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-5][0-9]:[0-5][0-9]"
+                        r"\.[0-9]{6}Z").fullmatch
+# The bucket of each minute seen (its first 16 characters), None for a text that
+# names no moment here; kept to this many minutes, about a week of transcripts.
+_MINUTES_KEPT = 10_000
+_minutes: dict[str, int | None] = {}
 
 
 class _Usage(msgspec.Struct, gc=False):
@@ -47,24 +62,30 @@ def add_usage(db: sqlite3.Connection, counted: Sequence[Counted]) -> None:
     if not counted:
         return
     usages = _checked([found[4] for found in counted])
-    # SQLite's own reading of each time, as the delete trigger will read it (it
-    # rounds fractions to milliseconds, so 10:14:59.9999 is 10:15's bucket).
-    buckets: dict[str, int | None] = dict(db.execute(
-        schema.BUCKETS, (_encoder.encode(list({found[3] for found in counted})),)))
-    seen = {response for (response,) in db.execute(
-        schema.COUNTED_RESPONSES,
-        (_encoder.encode([u.response for u in usages if u is not None]),))}
-    firsts: list[tuple[str, int]] = []
-    totals: dict[tuple[int, str, str, int], list[int]] = {}
+    buckets = _buckets(db, [found[3] for found in counted])
+    # The batch's first row of each response, recorded unless one is recorded
+    # already: the insert's own look-up of the key tells, so the common batch, every
+    # response new, asks nothing more of SQLite.
+    firsts: dict[str, tuple[int, tuple[int, str, str, int], _Usage]] = {}
     for (position, scope, session, ts, _), usage in zip(counted, usages, strict=True):
-        if usage is None or usage.response in seen:
+        if usage is None or usage.response in firsts:
             continue
         bucket = buckets.get(ts)
-        if bucket is None:
+        if bucket is not None:
+            firsts[usage.response] = (position, (scope, session, usage.model, bucket), usage)
+    if not firsts:
+        return
+    recorded = db.executemany(schema.COUNT_RESPONSE, [
+        (response, first[0]) for response, first in firsts.items()]).rowcount
+    counted_before: set[str] = set()
+    if recorded != len(firsts):
+        # Some were counted by earlier rows, which all sit before this batch's.
+        counted_before = {response for (response,) in db.execute(
+            schema.COUNTED_BEFORE, (_encoder.encode(list(firsts)), counted[0][0]))}
+    totals: dict[tuple[int, str, str, int], list[int]] = {}
+    for response, (_, key, usage) in firsts.items():
+        if response in counted_before:
             continue
-        seen.add(usage.response)
-        firsts.append((usage.response, position))
-        key = (scope, session, usage.model, bucket)
         total = totals.get(key)
         if total is None:
             totals[key] = [1, usage.input_tokens, usage.output_tokens,
@@ -79,9 +100,49 @@ def add_usage(db: sqlite3.Connection, counted: Sequence[Counted]) -> None:
             if usage.above_tier is not _NONE_ABOVE:
                 for at, n in enumerate(usage.above_tier, start=5):
                     total[at] += n
-    db.executemany(schema.COUNT_RESPONSE, firsts)
     db.executemany(schema.ADD_USAGE, [
         (*key, *total[:5], _above_text(total[5:])) for key, total in totals.items()])
+
+
+def _buckets(db: sqlite3.Connection, times: Iterable[str]) -> dict[str, int | None]:
+    """The bucket of each of ``times`` (None: SQLite reads no time in it), as SQLite
+    reads it: the delete trigger takes a row's tokens out of that bucket."""
+    found: dict[str, int | None] = {}
+    ask: list[str] = []
+    minutes = _minutes
+    for ts in times:
+        if _CANONICAL(ts) is None or ts[17:23] == "59.999":
+            ask.append(ts)
+            continue
+        minute = ts[:16]
+        bucket = minutes.get(minute, -1)
+        if bucket == -1:
+            if len(minutes) >= _MINUTES_KEPT:
+                minutes.clear()
+            bucket = minutes[minute] = _minute_bucket(minute)
+        if bucket is None:
+            ask.append(ts)
+        else:
+            found[ts] = bucket
+    if ask:
+        # SQLite's own reading (it rounds fractions to milliseconds, so 10:14:59.9999
+        # is 10:15's bucket), as the delete trigger will read the time.
+        found.update(db.execute(schema.BUCKETS, (_encoder.encode(ask),)))
+    return found
+
+
+def _minute_bucket(minute: str) -> int | None:
+    """The bucket of ``YYYY-MM-DDTHH:MM``, or None when SQLite must say: no such day
+    or hour (SQLite reads some of those, as another day), or before 1970 (SQLite's
+    division truncates where Python's floors)."""
+    if minute < "1970":
+        return None
+    try:
+        moment = dt.datetime(int(minute[:4]), int(minute[5:7]), int(minute[8:10]),
+                             int(minute[11:13]), int(minute[14:16]), tzinfo=dt.UTC)
+    except ValueError:
+        return None
+    return int(moment.timestamp()) // _BUCKET_SECONDS
 
 
 def _checked(found: list[Any]) -> list[_Usage | None]:

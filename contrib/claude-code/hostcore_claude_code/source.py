@@ -17,7 +17,11 @@ Usage, counts only (see :mod:`hostcore.evidence.usage_fields`): an assistant
 line's ``message.usage`` gives the payload's ``usage`` (model and token kinds),
 named by its message id and request id (``requestId``, or ``requestRef`` in
 newer versions), since one response is written on one line per content block
-and must count once; its ``tool_use`` blocks give ``tools`` (names), a user
+and must count once. Those lines follow one another, so only the first of a run
+carries the ``usage`` (the file's cursor context remembers the last response's
+digest, so a run split between two reads is caught too); the store still counts a
+response once across files and runs (a resumed session copies earlier lines, and
+lines of two responses could interleave). Its ``tool_use`` blocks give ``tools`` (names), a user
 line's ``tool_result`` blocks ``tool_results`` (how many ended ok, how many in
 error). The session's own summary lines carry no ``cwd``: ``cost-state``
 (durations, lines added and removed) and ``tools-used`` (tool names) are filed
@@ -52,7 +56,7 @@ _SUMMARY_FIELDS = {"total_api_duration": "api_duration_ms",
                    "total_lines_removed": "lines_removed"}
 
 
-class Usage(msgspec.Struct):
+class Usage(msgspec.Struct, gc=False):
     """Token counts of one response, checked by msgspec as it decodes the line: a
     count of the wrong type or out of range fails the decode (counted malformed)."""
 
@@ -135,7 +139,7 @@ def parse_line(source: TranscriptSource, name: str, line: Line,
             message.content and (b'"tool_use"' in line.data
                                  or b'"tool_result"' in line.data))):
         try:
-            _add_usage(payload, record, line.data)
+            _add_usage(payload, record, line.data, context)
         except (BadUsage, msgspec.DecodeError):
             counts.malformed += 1
             return None
@@ -156,23 +160,31 @@ def parse_line(source: TranscriptSource, name: str, line: Line,
     )
 
 
-def _add_usage(payload: dict[str, Any], record: ClaudeLine, data: bytes) -> None:
-    """Put the line's token counts and tool names and outcomes on ``payload``."""
+def _add_usage(payload: dict[str, Any], record: ClaudeLine, data: bytes,
+               context: dict[str, str]) -> None:
+    """Put the line's token counts (unless the file's previous line with usage was of
+    the same response) and tool names and outcomes on ``payload``."""
     message = record.message
     assert message is not None
-    if message.usage is not None:
-        usage = message.usage
-        found = (usage.input_tokens or 0, usage.output_tokens or 0,
-                 usage.cache_creation_input_tokens or 0, usage.cache_read_input_tokens or 0)
+    usage = message.usage
+    if usage is not None:
         model = "unknown" if message.model is None else usage_fields.name(message.model)
         request = record.request_id if record.request_id is not None else record.request_ref
-        if isinstance(message.id, str) and isinstance(request, str):
+        if type(message.id) is str and type(request) is str:
             response = usage_fields.response_digest(message.id, request)
         else:
             # Nothing names the response: it counts on its own (as ccusage counts it).
             response = usage_fields.response_digest(record.session_id or "", record.uuid or "",
                                                     record.timestamp)
-        payload["usage"] = usage_fields.tokens(model, found, response)
+        # A run of lines of one response: the first carries its usage. Its rows and
+        # the store's aggregate then hold the same one count, and the later lines
+        # cost the append nothing; the store's own check is for the rest.
+        if context.get("response") != response:
+            context["response"] = response
+            payload["usage"] = usage_fields.tokens(model, (
+                usage.input_tokens or 0, usage.output_tokens or 0,
+                usage.cache_creation_input_tokens or 0, usage.cache_read_input_tokens or 0),
+                response)
     # Looked for in the line's bytes first: most lines hold no tool block.
     if not message.content or (b'"tool_use"' not in data and b'"tool_result"' not in data):
         return

@@ -64,7 +64,7 @@ class Payload(msgspec.Struct):
     model: Any = None
 
 
-class TokenUsage(msgspec.Struct):
+class TokenUsage(msgspec.Struct, gc=False):
     """One of a ``token_count`` event's figures, checked by msgspec as it decodes the
     event: a count of the wrong type or out of range fails the decode (counted
     malformed), never taken for a count."""
@@ -74,12 +74,12 @@ class TokenUsage(msgspec.Struct):
     output_tokens: usage_fields.Count | None = None
 
 
-class TokenInfo(msgspec.Struct):
+class TokenInfo(msgspec.Struct, gc=False):
     total_token_usage: TokenUsage | None = None
     last_token_usage: TokenUsage | None = None
 
 
-class TokenCount(msgspec.Struct):
+class TokenCount(msgspec.Struct, gc=False):
     """An ``event_msg`` payload; only a ``token_count`` one is decoded as this."""
 
     type: str = ""
@@ -166,9 +166,10 @@ def _add_usage(payload: dict[str, Any], context: dict[str, str], session: str,
     info = event.info
     if info.total_token_usage is not None:
         total = _figures(info.total_token_usage)
-        before = tuple(int(n) for n in context.get("total", "0,0,0").split(","))
-        grew = tuple(now - then for now, then in zip(total, before, strict=True))
-        context["total"] = ",".join(map(str, total))
+        # Written out, not zipped: this runs for every token count.
+        then_fresh, then_cached, then_output = map(int, context.get("total", "0,0,0").split(","))
+        grew = (total[0] - then_fresh, total[1] - then_cached, total[2] - then_output)
+        context["total"] = f"{total[0]},{total[1]},{total[2]}"
         if min(grew) < 0:
             # The total started over (a new file of a resumed session): this
             # response is the last figure, or the whole total when there is none.

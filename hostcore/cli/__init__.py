@@ -14,7 +14,9 @@ modules (:mod:`hostcore.errors`, :mod:`~hostcore.timestamps`, :mod:`~hostcore.co
 :mod:`~hostcore.files`, :mod:`~hostcore.records`, :mod:`~hostcore.telemetry`),
 :mod:`hostcore.plugin` (:mod:`hostcore.plugin.cli` included), :mod:`hostcore.host`,
 :mod:`hostcore.tick` and this package: never a domain package (evidence, export,
-workitems, scaffold), whose commands arrive through ``hostcore_commands``. Nothing
+workitems, scaffold), whose commands arrive through ``hostcore_commands`` or, for a
+built-in, by the name its plugin module declares (``DECLARED_COMMANDS``, imported by
+that name when the command is looked up: see :class:`~hostcore.cli.app.RootGroup`). Nothing
 imports it but :mod:`hostcore.__main__` and :mod:`hostcore.testing`, each inside a
 function; this ``__init__`` imports nothing at module level.
 """

@@ -47,7 +47,7 @@ def test_a_plugin_that_counts_stops_passes_every_check(run_kit):
                 if event.name == "Stop":
                     Plugin.stops += 1
     """)
-    result.assert_outcomes(passed=5)
+    result.assert_outcomes(passed=6)
 
 
 def test_a_plugin_declaring_the_events_it_acts_on_passes_every_check(run_kit):
@@ -69,7 +69,7 @@ def test_a_plugin_declaring_the_events_it_acts_on_passes_every_check(run_kit):
                         AgentEvent(agent="claude-code", name="PostToolUse", session_id="s",
                                    cwd="/w", tool_name="Write")]
     """)
-    result.assert_outcomes(passed=10)
+    result.assert_outcomes(passed=12)
 
 
 def test_a_declaration_leaving_out_an_event_the_plugin_acts_on_fails(run_kit):
@@ -97,7 +97,7 @@ def test_a_declaration_leaving_out_an_event_the_plugin_acts_on_fails(run_kit):
                 return [AgentEvent(agent="claude-code", name="PostToolUse", session_id="s",
                                    cwd="/w", tool_name="Edit")]
     """)
-    result.assert_outcomes(passed=4, failed=1)
+    result.assert_outcomes(passed=5, failed=1)
     assert "leaves it out: the hook would never send it" in " ".join(
         result.stdout.str().split())
 
@@ -127,5 +127,48 @@ def test_a_plugin_slow_on_every_tool_call_fails(run_kit):
                 if event.name.endswith("ToolUse"):
                     time.sleep(0.05)
     """)
-    result.assert_outcomes(passed=4, failed=1)
+    result.assert_outcomes(passed=5, failed=1)
     assert "per tool event on average" in result.stdout.str()
+
+
+_LEAN_PLUGIN = """
+    import sys
+
+    from hostcore.plugin.interest import agent_interest
+
+    def lean(event):
+        if event.name == "Stop":
+            {body}
+
+    sys.modules["author_lean"] = sys.modules[__name__]
+
+
+    class Plugin:
+        @hookimpl
+        @agent_interest("Stop", lean="author_lean:lean")
+        def hostcore_agent_event(self, event, host):
+            pass
+"""
+
+
+def test_a_plugin_with_a_quiet_lean_handler_passes_every_check(run_kit):
+    result = run_kit(_LEAN_PLUGIN.format(body="return None"))
+    result.assert_outcomes(passed=6)
+
+
+@pytest.mark.parametrize(("body", "says"), [
+    ("print('hello')", "printed on stdout for Stop"),
+    ("raise KeyError(event.name)", "raised for a claude-code Stop"),
+    ("return 'yes'", "returned 'yes' for Stop"),
+])
+def test_a_misbehaving_lean_handler_fails_naming_what_it_did(run_kit, body, says):
+    result = run_kit(_LEAN_PLUGIN.format(body=body))
+    result.assert_outcomes(passed=5, failed=1)
+    assert says in " ".join(result.stdout.str().split())
+
+
+def test_a_lean_handler_the_hook_cannot_import_fails(run_kit):
+    result = run_kit(_LEAN_PLUGIN.format(body="pass").replace(
+        'lean="author_lean:lean"', 'lean="author_lean:missing"'))
+    result.assert_outcomes(passed=5, failed=1)
+    assert "names no function the hook can import" in " ".join(result.stdout.str().split())

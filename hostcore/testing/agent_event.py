@@ -43,7 +43,11 @@ class AgentEventConformance(_PluginSuite):
     work for, e.g. a Stop with a transcript ``seed_session`` wrote) can be sent
     twice, as agents do when a hook is retried; and, when the hookimpl declares
     what it wants (:func:`hostcore.plugin.interest.agent_interest`), the
-    declaration covers every event of ``agent_events``.
+    declaration covers every event of ``agent_events``; when it names a lean
+    handler, the handler takes each of those events twice as a
+    :class:`~hostcore.plugin.lean.LeanEvent` (with the plugin's table of
+    ``plugin_config``, found under ``entry_point_name``), quietly, returning
+    ``None``, within the budget.
     """
 
     budget_slack_seconds = BUDGET_SLACK_SECONDS
@@ -55,6 +59,12 @@ class AgentEventConformance(_PluginSuite):
         declaration, if any, wants)."""
         declared = _declared(plugin)
         return [e for e in sample_events(tmp_path) if declared is None or _wants(declared, e)]
+
+    @pytest.fixture
+    def entry_point_name(self) -> str | None:
+        """The plugin's entry-point name, whose ``[plugins.<name>]`` table of
+        ``plugin_config`` its lean handler is given (``None``: an empty table)."""
+        return None
 
     @pytest.fixture
     def seed_session(self) -> Callable[[Any], None]:
@@ -144,6 +154,58 @@ class AgentEventConformance(_PluginSuite):
         for event in agent_events:
             for _ in range(2):
                 self._call(lean_host, plugin, event)
+
+
+    def test_its_lean_handler_takes_the_events_as_the_hook_does(
+            self, lean_host: Any, plugin: object, agent_events: Sequence[Any],
+            seed_session: Callable[[Any], None], plugin_config: Mapping[str, Any],
+            entry_point_name: str | None) -> None:
+        import importlib
+
+        from hostcore.plugin.lean import LeanEvent
+        from hostcore.plugin.tables import find_table
+
+        declared = _declared(plugin)
+        if declared is None or declared.lean is None:
+            return  # no lean handler: the hook always builds a host for it
+        module_name, _, function_name = declared.lean.partition(":")
+        try:
+            handler = getattr(importlib.import_module(module_name), function_name)
+        except (ImportError, AttributeError) as exc:
+            contract_failure(f"agent_interest(lean={declared.lean!r}) names no function "
+                             "the hook can import; it would fall back every time",
+                             raised=exc)
+        tables = plugin_config.get("plugins", {})
+        found = find_table(tables, entry_point_name) if entry_point_name else None
+        config = found[1] if found and isinstance(found[1], dict) else {}
+        seed_session(lean_host)
+        for event in agent_events:
+            lean = LeanEvent(
+                agent=event.agent, name=event.name, session_id=event.session_id,
+                cwd=event.cwd, root=str(lean_host.root), config=config,
+                budget_seconds=event.budget_seconds, transcript_path=event.transcript_path,
+                tool_name=event.tool_name, tool_use_id=event.tool_use_id,
+                source=event.source, reason=event.reason,
+                stop_hook_active=event.stop_hook_active)
+            for _ in range(2):
+                printed = io.StringIO()
+                started = time.monotonic()
+                try:
+                    with contextlib.redirect_stdout(printed):
+                        result = handler(lean)
+                except Exception as exc:
+                    contract_failure(f"the lean handler {declared.lean} raised for a "
+                                     f"{event.agent} {event.name}; the hook would count a "
+                                     "fault and build the host after all", raised=exc)
+                took = time.monotonic() - started
+                require(result is None, f"the lean handler {declared.lean} returned "
+                                        f"{result!r} for {event.name}; it must return None")
+                require(not printed.getvalue(),
+                        f"the lean handler {declared.lean} printed on stdout for "
+                        f"{event.name}: stdout is the agent's")
+                require(took <= event.budget_seconds + self.budget_slack_seconds,
+                        f"the lean handler {declared.lean} took {took:.2f} s for "
+                        f"{event.name} with {event.budget_seconds} s of budget")
 
 
 def _declared(plugin: object) -> Any:

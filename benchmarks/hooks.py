@@ -32,6 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _figures import spread
+
 TOOL_RATIO_GOAL = 5.0
 STOP_GOAL_SECONDS = 1.0
 SESSION_END_GOAL_SECONDS = 1.5
@@ -47,6 +49,14 @@ def hostcore_command(*args: str) -> list[str]:
 
 def launch(argv: list[str], stdin: bytes, env: dict[str, str]) -> tuple[float, int]:
     """Wall seconds of one launch and its peak resident set (KiB)."""
+    took, _, peak = launch_timed(argv, stdin, env)
+    return took, peak
+
+
+def launch_timed(argv: list[str], stdin: bytes, env: dict[str, str]
+                 ) -> tuple[float, float, int]:
+    """Wall and CPU seconds (user + system) of one launch, and its peak resident set
+    (KiB)."""
     start = time.perf_counter()
     child = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, env=env)
@@ -58,7 +68,7 @@ def launch(argv: list[str], stdin: bytes, env: dict[str, str]) -> tuple[float, i
     child.returncode = os.waitstatus_to_exitcode(status)
     if child.returncode != 0:
         raise SystemExit(f"{argv[0]} exited {child.returncode}")
-    return took, usage.ru_maxrss
+    return took, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
 
 
 def transcript(folder: Path, session: str, megabytes: float) -> tuple[Path, int]:
@@ -130,24 +140,34 @@ def main() -> None:
             launch(hook, data, env)  # the plugin index and bytecode, made once
         baseline = [sys.executable, "-c", "pass"]
         times: dict[str, list[float]] = {"python -c pass": [], **{n: [] for n in tool_events}}
+        cpu: dict[str, list[float]] = {name: [] for name in times}
         peaks: dict[str, int] = dict.fromkeys(times, 0)
+        load_before = os.getloadavg()[0]
         for _ in range(runs):  # in turns: a burst of load hits every command alike
             for name in times:
                 argv, data = (baseline, b"") if name == "python -c pass" else (
                     hook, tool_events[name])
-                took, peak = launch(argv, data, env)
+                took, used, peak = launch_timed(argv, data, env)
                 times[name].append(took)
+                cpu[name].append(used)
                 peaks[name] = max(peaks[name], peak)
         index = json.loads((root / "agents" / "plugin-index.json").read_text())
         print(f"hostcore hook, {runs} runs each; plugins the hook loads: "
-              f"{', '.join(index['plugins']) or 'none'}")
-        raw = statistics.median(times["python -c pass"])
+              f"{', '.join(index['plugins']) or 'none'}; load average {load_before:.1f} "
+              f"before, {os.getloadavg()[0]:.1f} after")
         print(describe("python -c pass", times["python -c pass"], peaks["python -c pass"]))
         for name in tool_events:
-            ratio = statistics.median(times[name]) / raw
-            print(f"{describe(name + ' hook', times[name], peaks[name])}  "
-                  f"{ratio:5.2f}x  goal <= {TOOL_RATIO_GOAL:.0f}x  "
-                  f"{verdict(ratio <= TOOL_RATIO_GOAL)}")
+            # Each run's hook against the bare interpreter launched next to it; judged on
+            # the median ratio by wall clock and by CPU time, which load moves least.
+            wall = [h / b for h, b in zip(times[name], times["python -c pass"], strict=True)]
+            used = [h / b for h, b in zip(cpu[name], cpu["python -c pass"], strict=True)
+                    if b > 0]
+            ok = statistics.median(wall) <= TOOL_RATIO_GOAL and (
+                not used or statistics.median(used) <= TOOL_RATIO_GOAL)
+            by_cpu = f"by CPU {spread(used, '.2f', 'x')}" if used else "by CPU -"
+            print(f"{describe(name + ' hook', times[name], peaks[name])}\n"
+                  f"{'':<24} by wall {spread(wall, '.2f', 'x')}; {by_cpu}  "
+                  f"goal <= {TOOL_RATIO_GOAL:.0f}x  {verdict(ok)}")
 
         big, lines = transcript(projects, "big", megabytes)
         size = big.stat().st_size / 1_000_000

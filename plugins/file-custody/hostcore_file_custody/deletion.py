@@ -21,6 +21,12 @@ result names that recovery location.
 Every operating-system error ends in a result: before anything moved it is
 ``kept-error`` with nothing left behind; after the pin the file is put back.
 Interrupted deletions are finished or undone by :mod:`.recovery`.
+
+A caller may hand the last step (the private unlink, once the pin is confirmed) to
+another thread (``defer_unlink``, see :mod:`.unlinker`): it is the step that waits
+longest in the kernel. It runs there as it would here, except that a failed unlink
+retains the pin for recovery instead of putting it back: by then the caller's custody
+of the live path may be over.
 """
 
 from __future__ import annotations
@@ -65,9 +71,11 @@ from hostcore_file_custody.revision import (
 from hostcore_file_custody.support import require_custody
 
 DeleteOutcome = Literal["deleted", "kept-changed", "kept-refused", "kept-error",
-                        "kept-unsupported", "restored", "retained"]
+                        "kept-unsupported", "restored", "retained", "unlinking"]
 
 StepHook = Callable[[str], None]
+# Takes the deferred last step of a deletion; runs it and delivers its result.
+DeferUnlink = Callable[[Callable[[], "DeleteFileResult"]], None]
 
 
 class DeleteFileResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -80,7 +88,9 @@ class DeleteFileResult(msgspec.Struct, frozen=True, kw_only=True):
     ``kept-unsupported`` (this filesystem cannot put a file back without
     overwriting: custody refused, nothing moved); ``restored`` (an error stopped
     the deletion after the pin; put back); ``retained`` (putting back was
-    impossible: the pinned bytes stay at ``recovery_location``). ``reason`` says why.
+    impossible: the pinned bytes stay at ``recovery_location``); ``unlinking`` (the
+    pin is confirmed and its private unlink was handed to ``defer_unlink``, which
+    delivers the final result). ``reason`` says why.
     """
 
     deleted: bool
@@ -112,6 +122,36 @@ class _Operation:
     def step(self, name: str) -> None:
         if self.on_step is not None:
             self.on_step(name)
+
+    def detach(self) -> None:
+        """Hold the private folder open ourselves: the caller closes its descriptors
+        once we return. (A detached step never puts back: it needs no other.)"""
+        self.private_fd = os.dup(self.private_fd)
+
+    def close(self) -> None:
+        os.close(self.private_fd)
+
+    def unlink_pin(self, *, deferred: bool = False) -> DeleteFileResult:
+        """The private unlink of the confirmed pin, then its manifest.
+
+        When it fails the file is put back, unless the step was ``deferred``: the
+        caller's custody may be over by then, so the live path is not touched and the
+        pin is retained instead, for the next recovery to put back (or finish).
+        """
+        try:
+            os.unlink(self.pin, dir_fd=self.private_fd)
+        except OSError as exc:
+            reason = f"private unlink failed: {os_reason(exc)}"
+            return self.retain(reason) if deferred else self.put_back("restored", reason)
+        self.step("unlinked")
+        self.finish()
+        return DeleteFileResult(deleted=True, outcome="deleted")
+
+    def unlink_pin_detached(self) -> DeleteFileResult:
+        try:
+            return self.unlink_pin(deferred=True)
+        finally:
+            self.close()
 
     def finish(self) -> None:
         # If the manifest cannot be dropped it stays an intent of ours with
@@ -153,6 +193,7 @@ def delete_file_if_unchanged(
     owner_lock: str | os.PathLike[str] | None = None,
     on_step: StepHook | None = None,
     dir_fd: int | None = None,
+    defer_unlink: DeferUnlink | None = None,
 ) -> DeleteFileResult:
     """Delete ``path`` only if it still holds ``expected`` and ``validate`` agrees.
 
@@ -165,6 +206,12 @@ def delete_file_if_unchanged(
     ``unlinked``, ``restore-linked``), for tests that interrupt the protocol.
     ``dir_fd``, when given, is ``path``'s folder already open (a sweep's verified
     descriptor): the deletion acts there whatever the path names by then.
+    ``defer_unlink``, when given, is handed the last step once the pin is confirmed
+    (a callable returning the final result: ``deleted``, or ``retained`` when the
+    unlink fails: a deferred step never touches the live path, which the caller may
+    no longer hold); it must run it (in any thread) and deliver its result, and this
+    call returns ``unlinking``. A deferred step calls ``on_step("unlinked")`` from
+    where it runs.
 
     Raises :class:`UnsafePathError` when the path or its folder is a symlink or
     unsafe; every other problem, OS errors included, is a :class:`DeleteFileResult`
@@ -200,7 +247,7 @@ def delete_file_if_unchanged(
             if isinstance(method, DeleteFileResult):
                 return method  # custody refused before anything moved
             return _delete(path, name, parent_fd, private_fd, expected, validate,
-                           owner_lock, method, on_step)
+                           owner_lock, method, on_step, defer_unlink)
         finally:
             os.close(private_fd)
     finally:
@@ -225,7 +272,8 @@ def _put_back_for(private_fd: int, current: os.stat_result) -> PutBack | DeleteF
 
 def _delete(path: Path, name: str, parent_fd: int, private_fd: int, expected: FileRevision,
             validate: Callable[[FileRevision], bool], owner_lock: str | os.PathLike[str] | None,
-            method: PutBack, on_step: StepHook | None) -> DeleteFileResult:
+            method: PutBack, on_step: StepHook | None,
+            defer_unlink: DeferUnlink | None) -> DeleteFileResult:
     parent_st = os.fstat(parent_fd)
     manifest = DeletionManifest(
         op=new_op(), state="intent", source_name=name, source_dir=str(path.parent),
@@ -249,11 +297,12 @@ def _delete(path: Path, name: str, parent_fd: int, private_fd: int, expected: Fi
         op.finish()
         return _kept("kept-error", f"the file cannot be pinned: {os_reason(exc)}")
     op.step("pinned")
-    return _judge_pin(op, expected, validate)
+    return _judge_pin(op, expected, validate, defer_unlink)
 
 
 def _judge_pin(op: _Operation, expected: FileRevision,
-               validate: Callable[[FileRevision], bool]) -> DeleteFileResult:
+               validate: Callable[[FileRevision], bool],
+               defer_unlink: DeferUnlink | None) -> DeleteFileResult:
     try:
         captured = capture_at(op.private_fd, op.pin, where=str(op.private / op.pin), keep=False)
     except (UnsafePathError, UnstableRevisionError) as exc:
@@ -281,11 +330,12 @@ def _judge_pin(op: _Operation, expected: FileRevision,
     if again is None or not identity_matches(again, pinned) or not same_folder:
         return op.put_back("restored", "the pin changed before its private unlink")
     op.step("confirmed")
+    if defer_unlink is None:
+        return op.unlink_pin()
     try:
-        os.unlink(op.pin, dir_fd=op.private_fd)
-    except OSError as exc:
-        return op.put_back("restored", f"private unlink failed: {os_reason(exc)}")
-    op.step("unlinked")
-    op.finish()
-    return DeleteFileResult(deleted=True, outcome="deleted")
+        op.detach()
+    except OSError:
+        return op.unlink_pin()  # out of descriptors: finish it here instead
+    defer_unlink(op.unlink_pin_detached)
+    return DeleteFileResult(deleted=False, outcome="unlinking")
 

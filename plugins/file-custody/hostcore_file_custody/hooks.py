@@ -25,6 +25,9 @@ class SweepHooks(msgspec.Struct, frozen=True, kw_only=True):
     * ``before_unlink(instance)``: the pin was rechecked; its private unlink is next.
     * ``after_dependent_read(path)``: a pid-map or prompt-hash file was read.
     * ``after_dependent_pin(path)``: that file is pinned; its owner is rechecked next.
+    * ``before_dependent_unlink(path)``: that file's pin is confirmed; its private
+      unlink is next. Called in the thread that unlinks it (:mod:`.unlinker`), while
+      the sweep goes on.
     """
 
     after_snapshot: Hook = None
@@ -34,6 +37,7 @@ class SweepHooks(msgspec.Struct, frozen=True, kw_only=True):
     before_unlink: Hook = None
     after_dependent_read: Hook = None
     after_dependent_pin: Hook = None
+    before_dependent_unlink: Hook = None
 
     def call(self, point: str, subject: str) -> None:
         hook = getattr(self, point)

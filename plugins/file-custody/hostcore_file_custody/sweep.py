@@ -13,7 +13,11 @@ never opened. Only stale candidates take the custody path:
    diagnostic; if neither can be written the cache is put back;
 4. only after a confirmed deletion, prune the dependents (the pid-map entry
    that still names the instance, the prompt hash), each pinned first and
-   kept unless the owner's heartbeat is still absent *after* the pin.
+   kept unless the owner's heartbeat is still absent *after* the pin. Their
+   private unlinks, once each pin is confirmed, are queued and run in parallel
+   batches (:mod:`.unlinker`) while the sweep goes on: the wait of an unlink on
+   disk is the kernel's, and several wait at once. They are counted as each batch
+   ends, and the last batch ends before the sweep's audits are sealed.
 
 Dependents whose owner had no heartbeat in the scan (orphans) are pruned the
 same way: the earlier scan is not proof that the owner is still absent.
@@ -62,7 +66,7 @@ from hostcore_file_custody.audit import (
     record_sweep_unrecorded,
 )
 from hostcore_file_custody.custody import Custody
-from hostcore_file_custody.deletion import delete_file_if_unchanged
+from hostcore_file_custody.deletion import DeleteFileResult, delete_file_if_unchanged
 from hostcore_file_custody.errors import (
     CustodyError,
     CustodyRefused,
@@ -88,6 +92,7 @@ from hostcore_file_custody.registry import (
 )
 from hostcore_file_custody.revision import FileRevision, capture_at, lstat_at
 from hostcore_file_custody.support import require_custody
+from hostcore_file_custody.unlinker import Unlinker
 
 # A heartbeat not refreshed for this long is a sweep candidate (seconds).
 STALE_AFTER_SECONDS = 600.0
@@ -270,6 +275,7 @@ class StaleSweep:
         self.now = 0.0
         self.leftovers: Entries = []
         self.anchor: RegistryAnchor | None = None
+        self.unlinker: Unlinker[DeleteFileResult] = Unlinker()
 
     def run(self) -> SweepReport:
         """Sweep once. Raises :class:`~.errors.RegistryRefused` (nothing read or
@@ -307,8 +313,9 @@ class StaleSweep:
             self.report.protected_folders += 1
         else:
             try:
-                self._sweep_heartbeats(snapshot)
-                self._sweep_orphans(snapshot)
+                with self.unlinker:
+                    self._sweep_heartbeats(snapshot)
+                    self._sweep_orphans(snapshot)
             finally:
                 # Sealing unlinks the sweep's single-record files by path: only while
                 # that path still leads to this registry.
@@ -581,16 +588,31 @@ class StaleSweep:
             self.hooks.call("after_dependent_pin", str(path))
             return not self._heartbeat_present(owner)
 
+        def unlink(step: Callable[[], DeleteFileResult]) -> None:
+            self.unlinker.submit(functools.partial(self._unlink_dependent, step, str(path)),
+                                 self._count_dependent)
+
         result = delete_file_if_unchanged(path, revision, owner_still_absent,
-                                          owner_lock=custody.lock_path, dir_fd=folder_fd)
+                                          owner_lock=custody.lock_path, dir_fd=folder_fd,
+                                          defer_unlink=unlink)
+        if result.outcome == "unlinking":
+            return True  # confirmed: nothing of the owner's is left at the path
+        self._count_dependent(result)
+        return False
+
+    def _unlink_dependent(self, step: Callable[[], DeleteFileResult],
+                          path: str) -> DeleteFileResult:
+        """A dependent's private unlink, in one of the unlinker's threads."""
+        self.hooks.call("before_dependent_unlink", path)
+        return step()
+
+    def _count_dependent(self, result: DeleteFileResult) -> None:
         if result.deleted:
             self.report.dependents_deleted += 1
-            return True
-        if result.outcome in ("kept-error", "kept-unsupported"):
+        elif result.outcome in ("kept-error", "kept-unsupported"):
             self._count(result.outcome)
         else:
             self.report.dependents_kept += 1
-        return False
 
     # -- orphans ---------------------------------------------------------------------
 

@@ -1,10 +1,11 @@
 """A pin owner that pauses at one step of a deletion so its parent can SIGKILL it there.
 
 Usage: custody_kill_child.py delete <path> <pause-step> <validate yes|no> [<lifetime lock>]
-       custody_kill_child.py sweep <registry> <pause-point> [<seconds>]
+       custody_kill_child.py sweep <registry> <pause-point> [<seconds> [<subject part>]]
 
 It prints ``paused <step>`` when it reaches the step, then sleeps until killed
-(or, for a sweep given ``seconds``, that long before it goes on). If it never
+(or, for a sweep given ``seconds``, that long before it goes on; given a subject
+part, a sweep pauses only where the hook's subject contains it). If it never
 reaches the step it finishes and prints ``done <outcome>``. A deleter given a
 lifetime lock holds it from the start and records it as its proof of life.
 """
@@ -50,8 +51,12 @@ def delete(path: str, step: str, answer: str, lock: str | None = None) -> None:
     del held
 
 
-def sweep(root: str, point: str, seconds: str = "600") -> None:
-    hooks = SweepHooks(**{point: lambda subject: pause(point, float(seconds))})
+def sweep(root: str, point: str, seconds: str = "600", only: str = "") -> None:
+    def hook(subject: str) -> None:
+        if only in subject:
+            pause(point, float(seconds))
+
+    hooks = SweepHooks(**{point: hook})
     report = StaleSweep(HeartbeatRegistry(root), hooks=hooks).run()
     print(f"done {report.deleted}", flush=True)
 

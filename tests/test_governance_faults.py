@@ -44,6 +44,9 @@ MID_TRANSACTION = 100
 # Writes into the database file itself happen only when the log is checkpointed
 # into it, after the commit: the Nth of them is inside the checkpoint.
 MID_CHECKPOINT = 10
+# The Nth read of the store's file by a check, where it is stopped: past the
+# header, inside its first statements' pages (some 35 a statement of 900 targets).
+MID_READS = 30
 DEADLINE = 300.0  # seconds; generous, the machine is shared
 
 
@@ -75,15 +78,17 @@ def wal(repo: helpers.Repo) -> Path:
 
 
 def traced(repo: helpers.Repo, watched: Path, inject: str, *args: str,
-           log: Path | None = None) -> subprocess.Popen[str]:
-    """``hostcore ARGS`` under strace, ``inject`` done at its writes into ``watched``."""
+           log: Path | None = None, call: str = "pwrite64") -> subprocess.Popen[str]:
+    """``hostcore ARGS`` under strace, ``inject`` done at its ``call``s (writes, unless
+    told) on ``watched``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOSTCORE_")}
     env["HOSTCORE_LOAD_PLUGINS"] = ""
+    env["COLUMNS"] = "200"
     return subprocess.Popen(
         ["strace", "-f", "-o", str(log or os.devnull), "-P", str(watched),
-         "-e", "trace=pwrite64", "-e", f"inject=pwrite64:{inject}",
+         "-e", f"trace={call}", "-e", f"inject={call}:{inject}",
          sys.executable, "-m", "hostcore", "--root", str(repo.root), *args],
-        cwd=repo.top, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        cwd=repo.top, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def statuses(repo: helpers.Repo, *paths: str) -> tuple[int, dict[str, tuple[str, tuple[str, ...]]]]:
@@ -102,7 +107,8 @@ def absolute(repo: helpers.Repo, paths: list[str]) -> list[str]:
 def test_stamp_killed_mid_transaction_loses_no_earlier_stamp_and_a_rerun_completes(store):
     repo, early, many = store
     killed = traced(repo, wal(repo), f"signal=SIGKILL:when={MID_TRANSACTION}", "stamp", *many)
-    assert killed.wait(timeout=DEADLINE) == -signal.SIGKILL, killed.stderr
+    _, err = killed.communicate(timeout=DEADLINE)
+    assert killed.returncode == -signal.SIGKILL, err
     assert wal(repo).stat().st_size > 0, "the kill landed while the log was being written"
 
     code, found = statuses(repo, *early)
@@ -124,7 +130,8 @@ def test_stamp_killed_mid_checkpoint_keeps_every_stamp_it_committed(store):
     repo, early, many = store
     killed = traced(repo, repo.root / FILE, f"signal=SIGKILL:when={MID_CHECKPOINT}",
                     "stamp", *many)
-    assert killed.wait(timeout=DEADLINE) == -signal.SIGKILL, killed.stderr
+    _, err = killed.communicate(timeout=DEADLINE)
+    assert killed.returncode == -signal.SIGKILL, err
     assert wal(repo).stat().st_size > 0, "the kill left the log uncheckpointed"
 
     code, found = statuses(repo)
@@ -157,7 +164,8 @@ def test_check_while_another_process_writes_answers_the_state_before_it_then_aft
         assert statuses(repo) == (1, stale), "the uncommitted write is not seen"
         assert statuses(repo, *early) == (1, {p: stale[p] for p in absolute(repo, early)})
         os.kill(tracee, signal.SIGCONT)
-        assert writer.wait(timeout=DEADLINE) == 0, writer.stderr.read() if writer.stderr else ""
+        _, err = writer.communicate(timeout=DEADLINE)
+        assert writer.returncode == 0, err
     finally:
         if writer.poll() is None:
             writer.kill()
@@ -165,8 +173,40 @@ def test_check_while_another_process_writes_answers_the_state_before_it_then_aft
     assert statuses(repo) == (0, {p: ("current", ()) for p in everything})
 
 
+def test_a_check_reading_while_another_process_stamps_answers_one_state_whole(store, tmp_path):
+    """``check`` of 20,050 named targets reads their stamps in many statements. It is
+    stopped part way through its reads (at its Nth read of the store), a second
+    process stamps every target anew and exits 0, and the check goes on: it answers
+    every target by the basis it started under, none by the new one (before the
+    reads shared one snapshot, the first chunk came back stale and the rest current)."""
+    repo, early, many = store
+    stamped = repo.hostcore("stamp", *many)
+    assert stamped.returncode == 0, stamped.stderr
+    repo.write("CLAUDE.md", "use spaces\n")
+    everything = absolute(repo, early + many)
+
+    log = tmp_path / "strace.log"
+    reader = traced(repo, repo.root / FILE, f"signal=SIGSTOP:when={MID_READS}", "check",
+                    "--json", *early, *many, log=log, call="pread64")
+    try:
+        tracee = stopped(reader, log)
+        writer = repo.hostcore("stamp", *early, *many)
+        assert writer.returncode == 0, writer.stderr
+        os.kill(tracee, signal.SIGCONT)
+        out, err = reader.communicate(timeout=DEADLINE)
+    finally:
+        if reader.poll() is None:
+            reader.kill()
+            reader.wait()
+    assert reader.returncode == 1, err
+    answered = {t["path"]: (t["status"], tuple(t["moved"])) for t in json.loads(out)["targets"]}
+    assert answered == {p: ("stale", ("context",)) for p in everything}
+    assert statuses(repo) == (0, {p: ("current", ()) for p in everything})
+
+
 def stopped(writer: subprocess.Popen[str], log: Path) -> int:
-    """The pid of ``writer``'s hostcore process once strace has stopped it."""
+    """The pid of ``writer``'s (or a reader's) hostcore process once strace has
+    stopped it."""
     deadline = time.monotonic() + DEADLINE
     while True:
         lines = log.read_text().splitlines() if log.exists() else []

@@ -127,7 +127,9 @@ def check(host: Host, paths: Sequence[Path] | None = None, *, session: str | Non
           repo: Path | None = None) -> Checked:
     """:func:`check_targets`, with the plugins whose inputs failed (for the CLI to name)."""
     resolver = Resolver(host)
-    with _store(host, read_only=True) as store:
+    # One snapshot for every read: a writer committing between two of them would
+    # otherwise have some targets judged by their old basis, the rest by the new.
+    with _store(host, read_only=True) as store, store.snapshot():
         if paths is not None:
             wanted = [path for path, _ in _located(paths)]
             folders = {p for p in wanted if os.path.isdir(p)}

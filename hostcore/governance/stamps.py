@@ -13,8 +13,9 @@ its targets again) but never leave this file: logs and telemetry carry counts.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +127,22 @@ class Stamps:
         db = self._connect()
         assert db is not None, "a read-only stamp store has no writable connection"
         return db
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Every read inside sees one state of the store, however many statements it
+        takes (a check of thousands of targets reads them in chunks, then their
+        governances): a stamp or verdict another process commits meanwhile is seen
+        whole or not at all, and a governance a read row names is still there."""
+        db = self._connect()
+        if db is None:
+            yield
+            return
+        db.execute("BEGIN")  # deferred: the snapshot is taken at the first read
+        try:
+            yield
+        finally:
+            db.execute("COMMIT")
 
     def close(self) -> None:
         if self._db is not None:

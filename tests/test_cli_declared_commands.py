@@ -38,9 +38,10 @@ def run_main(args: list[str], root: str) -> tuple[str, set[str]]:
     return printed, set(ast.literal_eval(modules_line))
 
 
-def test_every_built_in_but_agents_declares_its_commands():
-    assert sorted(DECLARING) == sorted(m for m in BUILTIN_PLUGINS
-                                       if m.split(".")[1] in DOMAINS[:-1])
+def test_the_built_in_domains_declare_their_commands():
+    # agents' `hook` and `hooks` still come from its hook alone (its module is not this
+    # change's); the other domains' commands are all declared.
+    assert {m for m in BUILTIN_PLUGINS if m.split(".")[1] in DOMAINS[:-1]} <= set(DECLARING)
 
 
 @pytest.mark.parametrize("module_name", DECLARING)

@@ -16,8 +16,8 @@ from typing import Annotated, Any, TypeVar
 
 import msgspec
 
+from hostcore.config_tables import find_table, table_name
 from hostcore.errors import ConfigError
-from hostcore.plugin.tables import find_table, table_name
 
 log = logging.getLogger("hostcore.config")
 

@@ -15,10 +15,10 @@ import pytest
 
 from hostcore.agents import dispatch, index
 from hostcore.agents.hook import LEAN_BUILTINS
+from hostcore.config_tables import table_name
 from hostcore.plugin.interest import agent_interest, is_handler_name
 from hostcore.plugin.loader import ENV_ALLOW, load_plugins
 from hostcore.plugin.markers import hookimpl
-from hostcore.plugin.tables import table_name
 
 _spec = importlib.util.spec_from_file_location(
     "agent_hook_helpers", Path(__file__).with_name("agent_hook_helpers.py"))

@@ -24,9 +24,11 @@ from pathlib import Path
 
 HOSTCORE = Path(__file__).resolve().parents[1] / "hostcore"
 
-# Import nothing of hostcore but hostcore.errors (errors and timestamps: nothing).
+# Import nothing of hostcore but hostcore.errors and hostcore.config_tables (errors,
+# timestamps and config_tables: nothing).
 FOUNDATION = frozenset({"hostcore.errors", "hostcore.timestamps", "hostcore.config",
-                        "hostcore.files", "hostcore.records", "hostcore.telemetry"})
+                        "hostcore.config_tables", "hostcore.files", "hostcore.records",
+                        "hostcore.telemetry"})
 # Each keeps its engine, its built-in plugin.py and its commands.py together.
 DOMAINS = ("evidence", "export", "workitems", "scaffold", "agents", "governance")
 # What reaches a destination's hash definitions: the one cross-domain module-level import.
@@ -201,10 +203,12 @@ def test_every_module_belongs_to_a_layer():
     assert {i.target for i in IMPORTS if layer(i.target) == "unplaced"} == set()
 
 
-def test_foundation_modules_import_only_errors():
-    assert breaches(in_layers("foundation"), {"hostcore.errors"}, ("module", "lazy")) == []
+def test_foundation_modules_import_only_errors_and_config_tables():
+    assert breaches(in_layers("foundation"), {"hostcore.errors", "hostcore.config_tables"},
+                    ("module", "lazy")) == []
     assert breaches(lambda m: m in ("hostcore.errors", "hostcore.timestamps",
-                                    "hostcore._moved"), (), ("module", "lazy")) == []
+                                    "hostcore.config_tables", "hostcore._moved"), (),
+                    ("module", "lazy")) == []
 
 
 def test_lazy_package_inits_and_main_import_nothing_at_module_level():
@@ -261,8 +265,10 @@ def test_plugin_cli_and_the_commands_modules_sit_on_the_host():
 # The hook's lean path (hostcore.cli.hook) runs an agent event without the click
 # application, so it reaches the agents domain's runner itself, lazily.
 AGENT_HOOK = "hostcore.agents.hook"
-# Before it, the stdlib-only dispatcher that decides whether any plugin is due.
+# Before it, the stdlib-only dispatcher that decides whether any plugin is due, and
+# the runner of the plugins' lean handlers, which builds no host either.
 AGENT_DISPATCH = "hostcore.agents.dispatch"
+AGENT_LEAN = "hostcore.agents.lean_path"
 
 
 def test_cli_application_imports_no_domain_package():
@@ -270,7 +276,8 @@ def test_cli_application_imports_no_domain_package():
                     {*BELOW_THE_HOST, "plugin.cli", "host", "cli"}, ("module", "lazy")) == []
     assert breaches(lambda m: m == "hostcore.cli.hook", {"foundation", "plugin", "host"}) == []
     assert breaches(lambda m: m == "hostcore.cli.hook",
-                    {*BELOW_THE_HOST, "host", AGENT_HOOK, AGENT_DISPATCH}, ("lazy",)) == []
+                    {*BELOW_THE_HOST, "host", AGENT_HOOK, AGENT_DISPATCH, AGENT_LEAN},
+                    ("lazy",)) == []
 
 
 def test_testing_imports_the_host_the_cli_and_the_domains_only_lazily():

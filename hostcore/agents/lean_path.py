@@ -26,8 +26,8 @@ import time
 
 from hostcore.agents import dispatch
 from hostcore.agents.budget import BUDGET_FLOOR_SECONDS, budget_seconds
+from hostcore.config_tables import find_table, table_name
 from hostcore.plugin.lean import LeanEvent
-from hostcore.plugin.tables import find_table, table_name
 
 # typing is not imported: mypy reads this constant as typing's.
 TYPE_CHECKING = False

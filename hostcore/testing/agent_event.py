@@ -162,8 +162,8 @@ class AgentEventConformance(_PluginSuite):
             entry_point_name: str | None) -> None:
         import importlib
 
+        from hostcore.config_tables import find_table
         from hostcore.plugin.lean import LeanEvent
-        from hostcore.plugin.tables import find_table
 
         declared = _declared(plugin)
         if declared is None or declared.lean is None:

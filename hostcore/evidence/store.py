@@ -104,6 +104,10 @@ class Staged(NamedTuple):
     ids: dict[str | tuple[str, str], int]
     # The runs of params, (start, stop), whose rows' part and scope are staged by name.
     named: list[tuple[int, int]]
+    # The rows whose payload carries a usage: (index in rows, session id, canonical
+    # ts, the usage), noted while staging has the row at hand, so the append that
+    # adds them to the aggregate goes back to none of the batch's other rows.
+    usage: list[tuple[int, str, str, Any]]
 
 
 class SourceHealth(msgspec.Struct):
@@ -305,8 +309,9 @@ class Store:
         scope: Any = None
         by_name = False
         run = 0  # where the rows of the current group start in params
+        usage: list[tuple[int, str, str, Any]] = []
         try:
-            for row in rows:
+            for index, row in enumerate(rows):
                 if not isinstance(row, EvidenceRow):
                     return None
                 partition, source_id, directory = row.partition, row.source_id, row.directory
@@ -320,15 +325,19 @@ class Store:
                         return None
                     part, scope, by_name = found
                     run = len(params)
-                params += (part, scope, row.session_id, canonical(row.ts), row.git_remote,
-                           encode(row.payload).decode(), row.key)
+                ts, payload = canonical(row.ts), row.payload
+                params += (part, scope, row.session_id, ts, row.git_remote,
+                           encode(payload).decode(), row.key)
+                # Most rows carry no usage: a type check and a dict look-up.
+                if type(payload) is dict and "usage" in payload:
+                    usage.append((index, row.session_id, ts, payload["usage"]))
             if not _plain_text(params):
                 return None
         except (TypeError, ValueError, UnicodeEncodeError, OverflowError):
             return None
         if by_name:
             named.append((run, len(params)))
-        return Staged(rows, params, ids, named)
+        return Staged(rows, params, ids, named, usage)
 
     def _cached_ids(self, partition: object, directory: object, source_id: object,
                     ids: dict[str | tuple[str, str], int]) -> tuple[Any, Any, bool] | None:
@@ -431,13 +440,15 @@ class Store:
                 db.execute("ROLLBACK")
             return None
         # One statement per chunk, in order, under the write lock: the rows took the
-        # positions after head one by one. Most rows carry no usage, and cost only
-        # this look.
-        inserted = rows if type(kept) is range else [rows[index] for index in kept]
-        return [(head + 1 + at, params[at * ROW_PARAMS + 1], params[at * ROW_PARAMS + 2],
-                 params[at * ROW_PARAMS + 3], payload["usage"])
-                for at, row in enumerate(inserted)
-                if type(payload := row.payload) is dict and "usage" in payload]
+        # positions after head one by one (the rows kept, when a purge left some out).
+        # A row's scope id is read here: it may have been staged by name.
+        if type(kept) is range:
+            return [(head + 1 + at, params[at * ROW_PARAMS + 1], session, ts, usage)
+                    for at, session, ts, usage in staged.usage]
+        order = {index: at for at, index in enumerate(kept)}
+        return [(head + 1 + at, params[at * ROW_PARAMS + 1], session, ts, usage)
+                for index, session, ts, usage in staged.usage
+                if (at := order.get(index, -1)) >= 0]
 
     def _ids_hold(self, ids: dict[str | tuple[str, str], int]) -> bool:
         """Whether every id staged from the cache is the one cached now (the caller

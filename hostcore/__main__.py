@@ -34,6 +34,9 @@ def main(argv: list[str] | None = None) -> None:
     # The cyclic collector stays off while the command line and the plugins load;
     # run_cli turns it back on before the command runs (see its freeze_loaded).
     gc.disable()
+    from hostcore.msgspec_import import import_msgspec
+
+    import_msgspec()  # without typing_extensions: see hostcore.msgspec_import
     from hostcore.cli.app import run_cli
 
     status = run_cli(args, freeze_loaded=True)

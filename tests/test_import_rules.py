@@ -25,10 +25,10 @@ from pathlib import Path
 HOSTCORE = Path(__file__).resolve().parents[1] / "hostcore"
 
 # Import nothing of hostcore but hostcore.errors and hostcore.config_tables (errors,
-# timestamps and config_tables: nothing).
+# timestamps, config_tables and msgspec_import: nothing).
 FOUNDATION = frozenset({"hostcore.errors", "hostcore.timestamps", "hostcore.config",
-                        "hostcore.config_tables", "hostcore.files", "hostcore.records",
-                        "hostcore.telemetry"})
+                        "hostcore.config_tables", "hostcore.msgspec_import", "hostcore.files",
+                        "hostcore.records", "hostcore.telemetry"})
 # Each keeps its engine, its built-in plugin.py and its commands.py together.
 DOMAINS = ("evidence", "export", "workitems", "scaffold", "agents", "governance")
 # What reaches a destination's hash definitions: the one cross-domain module-level import.
@@ -207,7 +207,8 @@ def test_foundation_modules_import_only_errors_and_config_tables():
     assert breaches(in_layers("foundation"), {"hostcore.errors", "hostcore.config_tables"},
                     ("module", "lazy")) == []
     assert breaches(lambda m: m in ("hostcore.errors", "hostcore.timestamps",
-                                    "hostcore.config_tables", "hostcore._moved"), (),
+                                    "hostcore.config_tables", "hostcore.msgspec_import",
+                                    "hostcore._moved"), (),
                     ("module", "lazy")) == []
 
 
@@ -217,7 +218,7 @@ def test_lazy_package_inits_and_main_import_nothing_at_module_level():
 
 
 def test_main_imports_only_the_cli_application_and_only_lazily():
-    assert breaches(in_layers("main"), {"cli"}, ("lazy",)) == []
+    assert breaches(in_layers("main"), {"cli", "hostcore.msgspec_import"}, ("lazy",)) == []
 
 
 def test_plugin_package_but_plugin_cli_is_below_the_host():

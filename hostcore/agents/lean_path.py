@@ -27,6 +27,7 @@ import time
 from hostcore.agents import dispatch
 from hostcore.agents.budget import BUDGET_FLOOR_SECONDS, budget_seconds
 from hostcore.config_tables import find_table, table_name
+from hostcore.msgspec_import import import_msgspec
 from hostcore.plugin.lean import LeanEvent
 
 # typing is not imported: mypy reads this constant as typing's.
@@ -75,7 +76,7 @@ def run(decision: dispatch.Decision, handlers: Mapping[str, str], *, agent: str,
     tables = plugin_tables(decision.root, config)
     if tables is None:
         return None
-    _msgspec_without_typing_extensions()
+    import_msgspec()
     fields = decision.fields
     name = str(fields["hook_event_name"])
     session_id = str(fields["session_id"])
@@ -106,27 +107,6 @@ def run(decision: dispatch.Decision, handlers: Mapping[str, str], *, agent: str,
     throttled = dispatch.throttled(decision.found)
     dispatch.housekeep(decision.root, name, session_id, [p for p in called if p in throttled])
     return failed
-
-
-def _msgspec_without_typing_extensions() -> None:
-    """Import msgspec (which lean handlers use for their records) with
-    typing's ``get_type_hints``, ``Required`` and ``NotRequired`` rather than
-    typing_extensions' when that package happens to be installed.
-
-    msgspec takes typing_extensions' versions if it can import them, and importing
-    typing_extensions (and the inspect, ast and dis it loads) is about 7 ms, an eighth
-    of a SessionStart hook. On Python 3.11 and later they are typing's own, but for
-    forms only typing_extensions defines (``ReadOnly``, until 3.13), which no
-    hostcore record uses. The package is importable as usual afterwards."""
-    if "msgspec" in sys.modules or "typing_extensions" in sys.modules:
-        return
-    sys.modules["typing_extensions"] = None  # type: ignore[assignment]  # ImportError
-    try:
-        import msgspec  # noqa: F401  # loaded now, for the handlers
-    except ImportError:
-        pass  # a handler that needs it fails on its own, and goes to the full path
-    finally:
-        del sys.modules["typing_extensions"]
 
 
 def _call(target: str, event: LeanEvent) -> None:

@@ -119,11 +119,19 @@ def main(parsed: HookArgs) -> int:
     handlers = None if decision is None else dispatch.lean_handlers(decision)
     lean_failed: list[str] | None = None
     if decision is not None and handlers is not None:
+        import gc
+
         from hostcore.agents import lean_path
 
         assert parsed.agent is not None  # decide() vouched for it
-        lean_failed = lean_path.run(decision, handlers, agent=parsed.agent,
-                                    config=parsed.config, env=os.environ, started=started)
+        # The cyclic collector would only walk the modules the handlers import.
+        gc.disable()
+        try:
+            lean_failed = lean_path.run(decision, handlers, agent=parsed.agent,
+                                        config=parsed.config, env=os.environ,
+                                        started=started)
+        finally:
+            gc.enable()
         if lean_failed == []:
             return 0
     import logging

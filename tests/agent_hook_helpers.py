@@ -37,6 +37,25 @@ def hook(root: Path, env: dict[str, str], payload: bytes | dict[str, Any],
                           input=data, capture_output=True, env=env, timeout=60)
 
 
+def hook_then(root: Path, env: dict[str, str], payload: dict[str, Any], report: str
+              ) -> str:
+    """Run the hook for ``payload`` in a Python process of its own, then ``report`` (an
+    expression over ``sys``) in that process as it exits: the line it makes."""
+    script = (
+        "import sys\n"
+        "from hostcore.__main__ import main\n"
+        "try:\n"
+        f"    main(['--root', {str(root)!r}, 'hook', '--agent', 'claude-code'])\n"
+        "except SystemExit:\n"
+        f"    sys.stderr.write('REPORT ' + str(({report})) + '\\n')\n"
+        "    raise\n")
+    done = subprocess.run([sys.executable, "-c", script], input=json.dumps(payload).encode(),
+                          capture_output=True, env=env, timeout=60)
+    assert (done.returncode, done.stdout) == (0, b""), done.stderr
+    return next(line for line in done.stderr.decode().splitlines()
+                if line.startswith("REPORT ")).removeprefix("REPORT ")
+
+
 def hostcore(root: Path, env: dict[str, str], *args: str,
              cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([HOSTCORE, "--root", str(root), *args], capture_output=True,

@@ -47,19 +47,7 @@ def root(tmp_path):
 
 def _modules_after_hook(root: Path, env: dict[str, str], payload: dict[str, object]
                         ) -> set[str]:
-    script = (
-        "import sys\n"
-        "from hostcore.__main__ import main\n"
-        "try:\n"
-        f"    main(['--root', {str(root)!r}, 'hook', '--agent', 'claude-code'])\n"
-        "except SystemExit:\n"
-        "    sys.stderr.write('MODULES ' + ' '.join(sorted(sys.modules)) + '\\n')\n"
-        "    raise\n")
-    done = subprocess.run([sys.executable, "-c", script], input=json.dumps(payload).encode(),
-                          capture_output=True, env=env, timeout=60)
-    assert (done.returncode, done.stdout) == (0, b""), done.stderr
-    line = next(x for x in done.stderr.decode().splitlines() if x.startswith("MODULES "))
-    return set(line.split()[1:])
+    return set(helpers.hook_then(root, env, payload, "' '.join(sorted(sys.modules))").split())
 
 
 def _heavy(modules: set[str]) -> list[str]:

@@ -44,7 +44,7 @@ from hostcore.errors import HostcoreError, RecordError
 from hostcore.evidence import schema
 from hostcore.evidence.paths import within
 from hostcore.evidence.rows import EvidenceRow, PartitionVersion, SourceBatch, storable_text
-from hostcore.evidence.usage_totals import Counted, add_usage
+from hostcore.evidence.usage_totals import Counted, Noted, add_usage, note
 from hostcore.timestamps import canonical, format_utc, parse, utc_now
 
 # EvidenceRow, PartitionVersion and SourceBatch live in hostcore.evidence.rows;
@@ -104,10 +104,10 @@ class Staged(NamedTuple):
     ids: dict[str | tuple[str, str], int]
     # The runs of params, (start, stop), whose rows' part and scope are staged by name.
     named: list[tuple[int, int]]
-    # The rows whose payload carries a usage: (index in rows, session id, canonical
-    # ts, the usage), noted while staging has the row at hand, so the append that
-    # adds them to the aggregate goes back to none of the batch's other rows.
-    usage: list[tuple[int, str, str, Any]]
+    # The rows whose payload carries a usage, checked and bucketed (usage_totals.note)
+    # while staging has them at hand: the append that adds them to the aggregate goes
+    # back to none of the batch's rows.
+    usage: list[Noted]
 
 
 class SourceHealth(msgspec.Struct):
@@ -337,7 +337,7 @@ class Store:
             return None
         if by_name:
             named.append((run, len(params)))
-        return Staged(rows, params, ids, named, usage)
+        return Staged(rows, params, ids, named, note(usage) if usage else [])
 
     def _cached_ids(self, partition: object, directory: object, source_id: object,
                     ids: dict[str | tuple[str, str], int]) -> tuple[Any, Any, bool] | None:
@@ -443,11 +443,11 @@ class Store:
         # positions after head one by one (the rows kept, when a purge left some out).
         # A row's scope id is read here: it may have been staged by name.
         if type(kept) is range:
-            return [(head + 1 + at, params[at * ROW_PARAMS + 1], session, ts, usage)
-                    for at, session, ts, usage in staged.usage]
+            return [(head + 1 + at, params[at * ROW_PARAMS + 1], session, ts, usage, bucket)
+                    for at, session, ts, usage, bucket in staged.usage]
         order = {index: at for at, index in enumerate(kept)}
-        return [(head + 1 + at, params[at * ROW_PARAMS + 1], session, ts, usage)
-                for index, session, ts, usage in staged.usage
+        return [(head + 1 + at, params[at * ROW_PARAMS + 1], session, ts, usage, bucket)
+                for index, session, ts, usage, bucket in staged.usage
                 if (at := order.get(index, -1)) >= 0]
 
     def _ids_hold(self, ids: dict[str | tuple[str, str], int]) -> bool:
@@ -497,8 +497,10 @@ class Store:
         fresh = _unseen(db, prepared)
         db.executemany(schema.INSERT, [values[:7] for values in fresh])
         # executemany inserts in order: the rows took the positions after head.
-        return [(head + 1 + at, values[1], values[2], values[3], values[8])
-                for at, values in enumerate(fresh) if values[8] is not None]
+        noted = note([(at, values[2], values[3], values[8])
+                      for at, values in enumerate(fresh) if values[8] is not None])
+        return [(head + 1 + at, fresh[at][1], session, ts, usage, bucket)
+                for at, session, ts, usage, bucket in noted]
 
     def _values(self, db: sqlite3.Connection, row: EvidenceRow) -> tuple[Any, ...] | str:
         """The insert values of ``row`` (plus its partition name and its payload's

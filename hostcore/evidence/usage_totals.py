@@ -1,7 +1,9 @@
 """A batch's usage, added to the store's aggregate by the append that inserts it.
 
-The append calls :func:`add_usage` in its own transaction with the rows it
-actually inserted (never one a key or a purge refused), so the aggregate and the
+Staging notes the batch's rows with usage (:func:`note`: each usage checked, each
+time's bucket worked out from its text) on the thread that read them; the append
+calls :func:`add_usage` in its own transaction with those of them it actually
+inserted (never one a key or a purge refused), so the aggregate and the
 rows commit together or not at all. Only rows carrying a ``usage`` payload reach
 here, and their totals are summed in Python per scope, session, model and
 quarter-hour first: the store then runs one upsert per bucket, not one per row
@@ -13,17 +15,15 @@ from __future__ import annotations
 import datetime as dt
 import re
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 
 from hostcore.evidence import schema
 
-__all__ = ["Counted", "add_usage"]
+__all__ = ["Counted", "Noted", "add_usage", "note"]
 
-# (position, scope id, session id, canonical ts, the payload's usage): one inserted row.
-Counted = tuple[int, int, str, str, Any]
 _NONE_ABOVE = (0, 0, 0, 0)
 _encoder = msgspec.json.Encoder()
 # Seconds in one bucket of the aggregate (the delete trigger's 15 * 60).
@@ -54,6 +54,27 @@ class _Usage(msgspec.Struct, gc=False):
     above_tier: tuple[int, int, int, int] = _NONE_ABOVE
 
 
+# (index, session id, canonical ts, the payload's usage): a row of a batch with usage.
+Found = tuple[int, str, str, Any]
+# A row of a batch with usage as noted before its insert: (index, session id, canonical
+# ts, the usage checked (None: of another shape, not counted), its bucket worked out
+# from the time's text (None: SQLite is asked)).
+Noted = tuple[int, str, str, _Usage | None, int | None]
+# (position, scope id, session id, canonical ts, usage, bucket) of one inserted row
+# with usage: a Noted row and where it went.
+Counted = tuple[int, int, str, str, _Usage | None, int | None]
+
+
+def note(found: list[Found]) -> list[Noted]:
+    """``found`` checked and bucketed, ahead of the transaction that inserts the rows:
+    called while the batch is staged, on the thread that read it, which has the rows
+    at hand, so the append runs little but SQLite."""
+    usages = _checked([usage for _, _, _, usage in found])
+    buckets = _text_buckets([ts for _, _, ts, _ in found])
+    return [(index, session, ts, usage, bucket) for (index, session, ts, _), usage, bucket
+            in zip(found, usages, buckets, strict=True)]
+
+
 def add_usage(db: sqlite3.Connection, counted: Sequence[Counted]) -> None:
     """Count the responses of ``counted`` (rows just inserted, in position order)
     that the store has not counted yet, each once: the first row naming a response
@@ -61,18 +82,22 @@ def add_usage(db: sqlite3.Connection, counted: Sequence[Counted]) -> None:
     own) is stored with its row and not counted."""
     if not counted:
         return
-    usages = _checked([found[4] for found in counted])
-    buckets = _buckets(db, [found[3] for found in counted])
+    # SQLite's own reading of the times not worked out from their text (it rounds
+    # fractions to milliseconds, so 10:14:59.9999 is 10:15's bucket), as the delete
+    # trigger will read them.
+    ask = [found[3] for found in counted if found[5] is None and found[4] is not None]
+    asked: dict[str, int | None] = (
+        dict(db.execute(schema.BUCKETS, (_encoder.encode(ask),))) if ask else {})
     # The batch's first row of each response, recorded unless one is recorded
     # already: the insert's own look-up of the key tells, so the common batch, every
     # response new, asks nothing more of SQLite.
     firsts: dict[str, tuple[int, tuple[int, str, str, int], _Usage]] = {}
-    for (position, scope, session, ts, _), usage in zip(counted, usages, strict=True):
+    for position, scope, session, ts, usage, bucket in counted:
         if usage is None or usage.response in firsts:
             continue
-        bucket = buckets.get(ts)
-        if bucket is not None:
-            firsts[usage.response] = (position, (scope, session, usage.model, bucket), usage)
+        if bucket is None and (bucket := asked.get(ts)) is None:
+            continue  # no time SQLite reads: in no bucket
+        firsts[usage.response] = (position, (scope, session, usage.model, bucket), usage)
     if not firsts:
         return
     recorded = db.executemany(schema.COUNT_RESPONSE, [
@@ -104,15 +129,14 @@ def add_usage(db: sqlite3.Connection, counted: Sequence[Counted]) -> None:
         (*key, *total[:5], _above_text(total[5:])) for key, total in totals.items()])
 
 
-def _buckets(db: sqlite3.Connection, times: Iterable[str]) -> dict[str, int | None]:
-    """The bucket of each of ``times`` (None: SQLite reads no time in it), as SQLite
-    reads it: the delete trigger takes a row's tokens out of that bucket."""
-    found: dict[str, int | None] = {}
-    ask: list[str] = []
+def _text_buckets(times: list[str]) -> list[int | None]:
+    """The bucket of each of ``times`` worked out from its text, the same as SQLite's
+    reading; None where SQLite must be asked."""
+    found: list[int | None] = []
     minutes = _minutes
     for ts in times:
         if _CANONICAL(ts) is None or ts[17:23] == "59.999":
-            ask.append(ts)
+            found.append(None)
             continue
         minute = ts[:16]
         bucket = minutes.get(minute, -1)
@@ -120,14 +144,7 @@ def _buckets(db: sqlite3.Connection, times: Iterable[str]) -> dict[str, int | No
             if len(minutes) >= _MINUTES_KEPT:
                 minutes.clear()
             bucket = minutes[minute] = _minute_bucket(minute)
-        if bucket is None:
-            ask.append(ts)
-        else:
-            found[ts] = bucket
-    if ask:
-        # SQLite's own reading (it rounds fractions to milliseconds, so 10:14:59.9999
-        # is 10:15's bucket), as the delete trigger will read the time.
-        found.update(db.execute(schema.BUCKETS, (_encoder.encode(ask),)))
+        found.append(bucket)
     return found
 
 

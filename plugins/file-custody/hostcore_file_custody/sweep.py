@@ -430,8 +430,9 @@ class StaleSweep:
             taken += 1
             self.report.candidates += 1
             try:
-                with self._custody(instance) as custody:
-                    self._judge(instance, custody)
+                with contextlib.ExitStack() as held:
+                    custody = held.enter_context(self._custody(instance))
+                    self._judge(instance, custody, held)
             except CustodyRefused as exc:
                 if exc.reason == "held":
                     self.report.kept_live += 1
@@ -442,7 +443,13 @@ class StaleSweep:
             except CustodyError:
                 self.report.kept_uncertain += 1  # a file name that is no instance's
 
-    def _judge(self, instance: str, custody: Custody) -> None:
+    def _judge(self, instance: str, custody: Custody, held: contextlib.ExitStack) -> None:
+        """Judge the stale heartbeat and delete it if its owner is proven dead.
+
+        Its private unlink is queued (:mod:`.unlinker`) with the instance's custody,
+        taken over from ``held``: the dependents are pruned, still under that custody,
+        once the batch has run and the heartbeat is confirmed gone.
+        """
         path = self.registry.heartbeat_path(instance)
         folder_fd = self._folder("heartbeats")
         assert folder_fd is not None  # the instance was met by the scan of that folder
@@ -486,16 +493,45 @@ class StaleSweep:
             return
         self.hooks.call("after_stale_read", instance)
         witness = heartbeat.generation_id if is_generation_id(heartbeat.generation_id) else None
+        pid = heartbeat.owner.pid
+
+        def unlink_later(step: Callable[[], DeleteFileResult]) -> None:
+            release = held.pop_all()  # the instance stays held until its dependents are done
+            self.unlinker.submit(step, functools.partial(
+                self._heartbeat_unlinked, instance, pid, custody, release))
+
         result = delete_file_if_unchanged(
             path, revision, self._auditor(instance, witness), owner_lock=custody.lock_path,
             on_step=lambda step: self.hooks.call("before_unlink", instance)
-            if step == "confirmed" else None, dir_fd=folder_fd,
+            if step == "confirmed" else None, dir_fd=folder_fd, defer_unlink=unlink_later,
         )
+        if result.outcome == "unlinking":
+            return
         self._count(result.outcome)
-        if result.deleted:
-            pruned = self._prune_dependents(instance, heartbeat.owner.pid, custody)
-            if pruned:
-                custody.discard_lock_file_if(functools.partial(self._lock_unneeded, instance))
+        if result.deleted:  # unlinked here after all (no descriptor to hand it over with)
+            self._after_heartbeat(instance, pid, custody)
+
+    def _heartbeat_unlinked(self, instance: str, pid: int, custody: Custody,
+                            release: contextlib.ExitStack, result: DeleteFileResult) -> None:
+        """A queued heartbeat unlink has run: count it, and only if the heartbeat is
+        gone prune its dependents, under the custody held since it was judged."""
+        with release:
+            self._count(result.outcome)
+            if not result.deleted:
+                return  # retained: its pin protects the dependents
+            assert self.anchor is not None
+            if not self.anchor.still_rooted():
+                return  # the root moved: the sweep stops at what it has done
+            try:
+                self._after_heartbeat(instance, pid, custody)
+            except _SKIPPED:
+                self.report.unhandled += 1
+            except CustodyError:
+                self.report.kept_uncertain += 1
+
+    def _after_heartbeat(self, instance: str, pid: int, custody: Custody) -> None:
+        if self._prune_dependents(instance, pid, custody):
+            custody.discard_lock_file_if(functools.partial(self._lock_unneeded, instance))
 
     def _generation_ended(self, instance: str, heartbeat: Heartbeat) -> bool:
         """Whether the heartbeat's generation is recorded ended (read under the instance's

@@ -16,7 +16,7 @@ import msgspec
 import pytest
 from hostcore_file_custody import StaleSweep, SweepHooks, pending_custody
 from hostcore_file_custody.private import DeletionManifest
-from hostcore_file_custody.unlinker import INLINE_STEPS, Unlinker
+from hostcore_file_custody.unlinker import INLINE_STEPS, SLOW_STEP_SECONDS, Unlinker
 from hostcore_file_custody.worker import run_custody_pass
 
 CHILD = Path(__file__).parent / "helpers" / "custody_kill_child.py"
@@ -25,9 +25,9 @@ INSTANCES = ["alpha", "bravo", "charlie", "delta"]
 assert 2 * len(INSTANCES) > INLINE_STEPS
 
 
-def _kill_sweep_at(root: Path, point: str, only: str) -> str:
+def _kill_sweep_at(root: Path, point: str, only: str, others: float) -> str:
     child = subprocess.Popen([sys.executable, str(CHILD), "sweep", str(root), point, "600",
-                              only], stdout=subprocess.PIPE, text=True)
+                              only, str(others)], stdout=subprocess.PIPE, text=True)
     assert child.stdout is not None
     try:
         line = child.stdout.readline().strip()
@@ -50,8 +50,10 @@ def _nothing_left(registry, kit, planted) -> None:
 def test_a_sweep_killed_among_its_parallel_unlinks_loses_nothing_and_the_next_pass_ends_it(
         registry, kit):
     planted = [kit.plant_stale(registry, name) for name in INSTANCES]
-    # Every prompt hash's unlink pauses in its thread; the pid-map entries' go on.
-    line = _kill_sweep_at(registry.root, "before_dependent_unlink", f"{os.sep}prompt-hash{os.sep}")
+    # Every prompt hash's unlink pauses in its thread; the pid-map entries' go on, each
+    # waiting as on a slow disk (the first one's wait sends the batch to threads).
+    line = _kill_sweep_at(registry.root, "before_dependent_unlink",
+                          f"{os.sep}prompt-hash{os.sep}", others=2 * SLOW_STEP_SECONDS)
     assert line == "paused before_dependent_unlink"
     assert not any(registry.heartbeat_path(item.instance).exists() for item in planted)
     assert pending_custody(registry.prompt_hash_dir).sources == {
@@ -135,26 +137,47 @@ def test_an_unlink_the_system_refuses_is_counted_and_the_other_files_still_go(
     _nothing_left(registry, kit, planted)
 
 
-def test_an_unlinker_runs_a_batch_in_parallel_and_delivers_results_in_order():
+def test_a_batch_whose_first_step_waits_runs_the_rest_in_parallel_results_in_order():
     workers = 4
     together = threading.Barrier(workers, timeout=120)  # broken unless 4 run at once
     delivered: list[int] = []
+    threads: set[str] = set()
 
     def step(n: int) -> int:
-        together.wait()
+        if n == 0:
+            threads.add(threading.current_thread().name)
+        else:
+            together.wait()
         return n
 
-    with Unlinker[int](workers=workers) as unlinker:
-        for n in range(2 * workers):
+    # Every first step counts as slow here: the rest go to the threads.
+    with Unlinker[int](workers=workers, slow_step=0.0) as unlinker:
+        for n in range(1 + 2 * workers):
             unlinker.submit(lambda n=n: step(n), delivered.append)
         assert delivered == []  # queued, not run, until the batch drains
-    assert delivered == list(range(2 * workers))
+    assert delivered == list(range(1 + 2 * workers))
+    assert threads == {threading.main_thread().name}  # the timed first step ran here
+
+
+def test_a_batch_of_quick_steps_runs_in_the_draining_thread():
+    ran_in: set[str] = set()
+    delivered: list[int] = []
+
+    def step(n: int) -> int:
+        ran_in.add(threading.current_thread().name)
+        return n
+
+    with Unlinker[int](slow_step=60.0) as unlinker:
+        for n in range(4 * INLINE_STEPS):
+            unlinker.submit(lambda n=n: step(n), delivered.append)
+    assert delivered == list(range(4 * INLINE_STEPS))
+    assert ran_in == {threading.current_thread().name}
 
 
 def test_an_unlinker_batch_runs_every_step_before_raising_one_steps_error():
     ran: list[int] = []
     delivered: list[int] = []
-    unlinker = Unlinker[int](workers=2)
+    unlinker = Unlinker[int](workers=2, slow_step=0.0)
 
     def step(n: int) -> int:
         ran.append(n)

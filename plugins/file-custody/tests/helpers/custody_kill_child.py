@@ -1,11 +1,13 @@
 """A pin owner that pauses at one step of a deletion so its parent can SIGKILL it there.
 
 Usage: custody_kill_child.py delete <path> <pause-step> <validate yes|no> [<lifetime lock>]
-       custody_kill_child.py sweep <registry> <pause-point> [<seconds> [<subject part>]]
+       custody_kill_child.py sweep <registry> <pause-point> [<seconds> [<subject part>
+                                                                         [<others' seconds>]]]
 
 It prints ``paused <step>`` when it reaches the step, then sleeps until killed
 (or, for a sweep given ``seconds``, that long before it goes on; given a subject
-part, a sweep pauses only where the hook's subject contains it). If it never
+part, a sweep pauses only where the hook's subject contains it, and at the others
+waits ``others' seconds``, as a slow disk would). If it never
 reaches the step it finishes and prints ``done <outcome>``. A deleter given a
 lifetime lock holds it from the start and records it as its proof of life.
 """
@@ -51,10 +53,13 @@ def delete(path: str, step: str, answer: str, lock: str | None = None) -> None:
     del held
 
 
-def sweep(root: str, point: str, seconds: str = "600", only: str = "") -> None:
+def sweep(root: str, point: str, seconds: str = "600", only: str = "",
+          others: str = "0") -> None:
     def hook(subject: str) -> None:
         if only in subject:
             pause(point, float(seconds))
+        else:
+            time.sleep(float(others))
 
     hooks = SweepHooks(**{point: hook})
     report = StaleSweep(HeartbeatRegistry(root), hooks=hooks).run()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import multiprocessing
 import pickle
+import subprocess
+import sys
 from concurrent.futures import ProcessPoolExecutor
 
 import msgspec
@@ -20,6 +22,7 @@ from hostcore.export.ref import (
     assert_component,
     fold,
     identity,
+    sha256_hex,
 )
 
 # SHA-256 of no bytes: fold({}) claims "the set is empty".
@@ -50,6 +53,37 @@ def test_fold_is_sha256_of_sorted_name_nul_hash_lf_lines():
     members = {"b": "22", "a": "11", "é": "33"}
     expected = hashlib.sha256(b"a\x0011\nb\x0022\n\xc3\xa9\x0033\n").hexdigest()
     assert fold(members) == expected
+
+
+@given(st.binary(max_size=4096))
+def test_the_sha256_without_openssl_is_hashlibs_bit_for_bit(data):
+    assert sha256_hex(data) == hashlib.sha256(data).hexdigest()
+
+
+def test_identities_and_folds_are_made_without_loading_openssl():
+    # CPython's own SHA-256 module: hashlib would load OpenSSL (2-6 ms of a cold
+    # status or run --once, which fold the export policy's fingerprint).
+    code = ("import sys\n"
+            "from hostcore.export.ref import fold, identity, sha256_hex\n"
+            "print(identity('a', 'b'), fold({'a': 'b'}), sha256_hex(b'x'))\n"
+            "print(sorted({'hashlib', '_hashlib'} & set(sys.modules)))\n")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                         text=True).stdout.splitlines()
+    assert out[0].split() == [hashlib.sha256(b"a\x00b").hexdigest(),
+                              hashlib.sha256(b"a\x00b\n").hexdigest(),
+                              hashlib.sha256(b"x").hexdigest()]
+    assert out[1] == "[]"
+
+
+def test_an_interpreter_without_cpythons_sha256_module_hashes_through_hashlib():
+    code = ("import sys\n"
+            "sys.modules['_sha2'] = sys.modules['_sha256'] = None  # neither can import\n"
+            "from hostcore.export.ref import fold, sha256_hex\n"
+            "print(fold({'a': 'b'}), sha256_hex(b'x'), '_hashlib' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                         text=True).stdout.split()
+    assert out == [hashlib.sha256(b"a\x00b\n").hexdigest(), hashlib.sha256(b"x").hexdigest(),
+                   "True"]
 
 
 # Names and hashes as folds accept them: anything but the separators NUL and LF.

@@ -23,13 +23,28 @@ and a missing one decodes as that zero value.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from hostcore.errors import HostcoreError
+
+# CPython's own SHA-256, without hashlib: importing hashlib loads OpenSSL and lists
+# its digests (2-6 ms of a cold `status` or `run --once`, which fold a policy
+# fingerprint), though the digest is the same bit for bit.
+if TYPE_CHECKING:  # the C modules have no stubs; hashlib's constructor is the same
+    from hashlib import sha256 as _sha256
+else:
+    try:  # the one module this interpreter has (a failed import costs a path search)
+        if sys.version_info >= (3, 12):
+            from _sha2 import sha256 as _sha256
+        else:
+            from _sha256 import sha256 as _sha256
+    except ImportError:  # an interpreter without CPython's modules
+        from hashlib import sha256 as _sha256
 
 DEFAULT_STREAM = "main"
 # The longest identity a Ref carries: a hash is 64 hex digits; a destination may
@@ -177,10 +192,14 @@ def identity(*fields: str) -> str:
             raise ValueError(f"identity field {field[:80]!r} contains NUL, the field separator")
     text = "\0".join(fields)
     if not text:
-        return EMPTY_IDENTITY  # the common empty set, without loading hashlib
-    import hashlib  # here, not at the top: it loads OpenSSL (a cold start's 2-3 ms)
+        return EMPTY_IDENTITY  # the common empty set, without hashing
+    return sha256_hex(text.encode("utf-8"))
 
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+def sha256_hex(data: bytes) -> str:
+    """The SHA-256 hex digest of ``data`` (what ``hashlib.sha256`` gives, without
+    loading OpenSSL)."""
+    return _sha256(data).hexdigest()
 
 
 def fold(members: Mapping[str, str]) -> str:
@@ -192,9 +211,7 @@ def fold(members: Mapping[str, str]) -> str:
     containing NUL or LF would let two different sets fold alike, so it raises
     ``ValueError``.
     """
-    import hashlib  # here, not at the top: it loads OpenSSL (a cold start's 2-3 ms)
-
-    digest = hashlib.sha256()
+    digest = _sha256()
     for name in sorted(members):
         member = members[name]
         for text in (name, member):

@@ -19,7 +19,7 @@ import importlib
 import os
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -54,21 +54,24 @@ def entry_points(group: str, path: Iterable[str] | None = None) -> list[FoundEnt
     """Every entry point in ``group`` of the distributions on ``path`` (``sys.path``)."""
     found: list[FoundEntryPoint] = []
     seen: set[str] = set()
+    # Plain strings, not Path objects: every distribution on sys.path is looked at
+    # on every command's start, and pathlib's parsing cost more than the reads.
     for entry in sys.path if path is None else path:
-        folder = Path(entry or ".")
-        if not folder.is_dir():
+        folder = entry or "."
+        if not os.path.isdir(folder):
             found.extend(_from_archive(entry, group, seen))
             continue
-        for info in _metadata_folders(folder):
-            base = info.name[:-len(".dist-info")] if info.name.endswith(".dist-info") \
-                else info.name[:-len(".egg-info")]
+        for dist_folder in _metadata_folders(folder):
+            base = dist_folder[:-len(".dist-info")] if dist_folder.endswith(".dist-info") \
+                else dist_folder[:-len(".egg-info")]
             key = _normalized(base.split("-", 1)[0])
             if key in seen:
                 continue
             seen.add(key)
-            points = _group_lines(info / "entry_points.txt", group)
+            info = os.path.join(folder, dist_folder)
+            points = _group_lines(os.path.join(info, "entry_points.txt"), group)
             if points:
-                label = read_label(info)
+                label = read_label(Path(info))
                 found.extend(FoundEntryPoint(name, value, label) for name, value in points)
     return found
 
@@ -105,20 +108,20 @@ def parse_label(text: str) -> DistLabel:
     return DistLabel(name or "unknown", version, tuple(requires))
 
 
-def _metadata_folders(folder: Path) -> Iterator[Path]:
+def _metadata_folders(folder: str) -> list[str]:
+    """The names of the metadata folders in ``folder``, sorted."""
     try:
         with os.scandir(folder) as scan:
-            names = sorted(e.name for e in scan if e.name.endswith(_SUFFIXES))
+            return sorted(e.name for e in scan if e.name.endswith(_SUFFIXES))
     except OSError:
-        return
-    for name in names:
-        yield folder / name
+        return []
 
 
-def _group_lines(path: Path, group: str) -> list[tuple[str, str]]:
+def _group_lines(path: str, group: str) -> list[tuple[str, str]]:
     """``(name, value)`` of each entry in section ``[group]`` of an entry_points.txt."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        with open(path, encoding="utf-8", errors="replace") as file:
+            text = file.read()
     except OSError:
         return []
     found: list[tuple[str, str]] = []

@@ -12,12 +12,15 @@ written as a timestamp, so it is computed here.
 
 from __future__ import annotations
 
-import random
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from hostcore.timestamps import format_utc, parse_exact
+
+if TYPE_CHECKING:
+    import random
 
 # The delay after the n-th failure in a row is BASE * 2**(n-1), cut to the cap, then
 # multiplied by a factor drawn from [1 - JITTER, 1].
@@ -27,7 +30,9 @@ GONE_FINAL_AFTER = 3
 # A failure message kept on the record is cut to this many characters.
 ERROR_LENGTH = 300
 
-_rng = random.Random()
+# Made on the first jittered failure: random's import and seeding are a
+# millisecond of every cold start (`status`, `run --once`) that fails nothing.
+_rng: random.Random | None = None
 
 
 class Backoff(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True):
@@ -59,13 +64,22 @@ def failed(previous: Backoff | None, now: datetime, *, base: timedelta, cap: tim
     is_final = final or gone_count >= GONE_FINAL_AFTER
     delay = min(cap, base * 2 ** min(failures - 1, 32))
     if jitter:
-        delay *= _rng.uniform(1 - JITTER, 1)
+        delay *= _jitter_rng().uniform(1 - JITTER, 1)
     stamp = format_utc(now)
     first = previous.first_failed_at if previous is not None and previous.first_failed_at \
         else stamp
     return Backoff(failures=failures, first_failed_at=first, failed_at=stamp,
                    error=error[:ERROR_LENGTH], gone=gone_count, final=is_final,
                    next_ask_at="" if is_final else format_utc(now + delay))
+
+
+def _jitter_rng() -> random.Random:
+    global _rng
+    if _rng is None:
+        import random  # here, not at the top: see _rng
+
+        _rng = random.Random()
+    return _rng
 
 
 def due(backoff: Backoff | None, now: datetime) -> bool:

@@ -15,7 +15,7 @@ from typing import Any, Protocol, TypeVar
 import msgspec
 
 from hostcore.errors import RecordError
-from hostcore.export.ref import identity
+from hostcore.export.ref import identity, sha256_hex
 from hostcore.records import encode_json
 from hostcore.timestamps import parse_exact
 from hostcore.workitems.backoff import Backoff
@@ -222,9 +222,7 @@ def slug_for(ref: str) -> str:
     dot, so never ``..``), cut to :data:`SLUG_PREFIX_LENGTH`, then a hash of the
     exact ref. Two refs differing in any way, case included, get different slugs.
     """
-    import hashlib  # here, not at the top: it loads OpenSSL (a cold start's 2-3 ms)
-
-    digest = hashlib.sha256(ref.encode("utf-8", "surrogatepass")).hexdigest()
+    digest = sha256_hex(ref.encode("utf-8", "surrogatepass"))
     prefix = re.sub(r"[^A-Za-z0-9_-]+", "_", ref)[:SLUG_PREFIX_LENGTH].strip("_-")
     return f"{prefix or 'ref'}-{digest[:SLUG_HASH_LENGTH]}"
 

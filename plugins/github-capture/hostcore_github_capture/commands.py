@@ -37,35 +37,6 @@ def find_worker(host: Host) -> CaptureWorker:
     raise click.ClickException("the github-capture worker is not registered")
 
 
-def status_report(worker: CaptureWorker) -> dict[str, Any]:
-    from hostcore_github_capture.sidecar import derivation_ahead
-    from hostcore_github_capture.stamps import ahead
-    from hostcore_github_capture.state import MAX_BACKOFF_SECONDS
-
-    sidecar = worker.sidecar
-    state = sidecar.state.load()
-    now = worker.clock()
-    capturing, _ = sidecar.capture_set()
-    progress = sidecar.progress()
-    backoff = worker.capture_state.load().backoff_until
-    if ahead(backoff, now, horizon=MAX_BACKOFF_SECONDS):
-        backoff = 0.0  # a wrong clock's: the next step ignores it
-    age: int | None = None
-    if state.derived_at is not None:
-        # Within the tolerance a stamp slightly ahead is "just now"; beyond it, say so.
-        age = int(now - state.derived_at) if derivation_ahead(state, now) \
-            else max(0, int(now - state.derived_at))
-    return {
-        "inventory": len(state.repos),
-        "capturing": len(capturing),
-        "ignored": len(state.ignore),
-        "revalidation": None if progress is None else msgspec.to_builtins(progress),
-        "last_derivation_age_seconds": age,
-        "pending": sidecar.pending(),
-        "rate_limited_for_seconds": max(0, int(backoff - now)),
-    }
-
-
 def register(cli: click.Group) -> None:
     cli.add_command(capture_group)
 
@@ -91,7 +62,7 @@ def capture_group() -> None:
 def status_command(host: Host, as_json: bool) -> None:
     """Show the inventory's size, revalidation progress, derivation age and pending work."""
     with host.step_lock():
-        report = status_report(find_worker(host))
+        report = find_worker(host).report()
     if as_json:
         emit_json(report)
         return

@@ -121,11 +121,43 @@ class CaptureWorker:
         counts["events_stored"] = captured.events_stored
         return WorkerResult(pending=tick.pending or captured.pending, counts=counts)
 
+    def report(self) -> dict[str, Any]:
+        """What ``hostcore capture status`` shows (its keys are listed in
+        :mod:`hostcore_github_capture.commands`).
+
+        Here, not in the commands module: ``hostcore status`` asks every worker, and
+        a cold status must not import the capture commands to answer.
+        """
+        from hostcore_github_capture.sidecar import derivation_ahead
+        from hostcore_github_capture.stamps import ahead
+        from hostcore_github_capture.state import MAX_BACKOFF_SECONDS
+
+        sidecar = self.sidecar
+        state = sidecar.state.load()
+        now = self.clock()
+        capturing, _ = sidecar.capture_set()
+        progress = sidecar.progress()
+        backoff = self.capture_state.load().backoff_until
+        if ahead(backoff, now, horizon=MAX_BACKOFF_SECONDS):
+            backoff = 0.0  # a wrong clock's: the next step ignores it
+        age: int | None = None
+        if state.derived_at is not None:
+            # Within the tolerance a stamp slightly ahead is "just now"; beyond it, say so.
+            age = int(now - state.derived_at) if derivation_ahead(state, now) \
+                else max(0, int(now - state.derived_at))
+        return {
+            "inventory": len(state.repos),
+            "capturing": len(capturing),
+            "ignored": len(state.ignore),
+            "revalidation": None if progress is None else msgspec.to_builtins(progress),
+            "last_derivation_age_seconds": age,
+            "pending": sidecar.pending(),
+            "rate_limited_for_seconds": max(0, int(backoff - now)),
+        }
+
     def status(self) -> dict[str, object]:
         """Counts for ``hostcore status`` (the same as ``hostcore capture status``)."""
-        from hostcore_github_capture.commands import status_report
-
-        report = status_report(self)
+        report = self.report()
         revalidation = report.pop("revalidation")
         if revalidation is not None:
             report.update({f"revalidation_{k}": v for k, v in revalidation.items()})

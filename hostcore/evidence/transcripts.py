@@ -161,6 +161,9 @@ def encode_cursor(cursor: TranscriptCursor) -> str:
 
 # Called with (file name, line, that file's state) for each new line.
 LineHandler = Callable[[str, Line, FileState], None]
+# Called with (file name, where the first line starts, lines, that file's state) for
+# a block of new complete lines, none oversized, in order and without newlines.
+LinesHandler = Callable[[str, int, list[bytes], FileState], None]
 
 
 class FilesRead(NamedTuple):
@@ -204,8 +207,12 @@ class JsonlFiles:
 
     def read(self, files: Iterable[tuple[str, str | Path]], cursor: TranscriptCursor,
              handle_line: LineHandler, counts: ReadCounts, *,
-             resume_at: str | None = None) -> FilesRead:
-        """Call ``handle_line(name, line, state)`` for every new complete line.
+             resume_at: str | None = None,
+             handle_lines: LinesHandler | None = None) -> FilesRead:
+        """Call ``handle_line(name, line, state)`` for every new complete line, or,
+        given ``handle_lines``, ``handle_lines(name, start, lines, state)`` for each
+        block of up to a few hundred lines that are not oversized (an oversized
+        line still goes to ``handle_line``, in its place among the others).
 
         ``files`` are ``(name, path)`` pairs, sorted by name; ``name`` keys the
         cursor. Files named before ``resume_at`` keep their state unlooked-at (a
@@ -243,7 +250,8 @@ class JsonlFiles:
                     if state.head and _head_digest(handle, state.head) != state.head:
                         # Replaced in place: start over (rows carry keys, nothing doubles).
                         state = seen[name] = FileState(offset=0, inode=found.st_ino)
-                    counts.lines += self._read_lines(handle, name, state, budget, handle_line)
+                    counts.lines += self._read_lines(handle, name, state, budget, handle_line,
+                                                     handle_lines)
                     state.head = _head_digest(handle, min(HEAD_BYTES, state.offset))
             except OSError:
                 counts.unreadable += 1
@@ -256,7 +264,7 @@ class JsonlFiles:
         return FilesRead(TranscriptCursor(files=seen), more, changed, stopped_at)
 
     def _read_lines(self, handle: BinaryIO, name: str, state: FileState, budget: _Budget,
-                    handle_line: LineHandler) -> int:
+                    handle_line: LineHandler, handle_lines: LinesHandler | None) -> int:
         """Hand ``handle_line`` each complete line from ``state.offset`` while ``budget``
         lasts, moving ``state.offset`` past it; stops before a last line still being
         written (no newline yet). Returns how many lines it handed over.
@@ -265,7 +273,8 @@ class JsonlFiles:
         line is never read whole when it is longer), so a block ending inside a
         line is the only part read twice. The budget is applied to a block at a
         time (the clock is looked at every few hundred lines), so the loop over a
-        block's lines does nothing but hand them over: it runs once per line read.
+        block's lines does nothing but hand them over: it runs once per line read,
+        or, with ``handle_lines``, not at all (each few hundred go in one call).
         """
         limit = self.max_line_bytes
         first = start = state.offset
@@ -298,10 +307,14 @@ class JsonlFiles:
                     lines = _lines_within(lines, budget.bytes - (start - first))
                 for at in range(0, len(lines), _CLOCK_EVERY):
                     piece = lines[at:at + _CLOCK_EVERY]
-                    for data in piece:
-                        end = start + len(data) + 1
-                        handle_line(name, Line(start, data, False, end), state)
-                        start = end
+                    if handle_lines is not None:
+                        handle_lines(name, start, piece, state)
+                        start += sum(map(len, piece)) + len(piece)
+                    else:
+                        for data in piece:
+                            end = start + len(data) + 1
+                            handle_line(name, Line(start, data, False, end), state)
+                            start = end
                     left_lines -= len(piece)
                     if budget.clock() >= budget.deadline:
                         break
@@ -573,6 +586,15 @@ def _read_origin(config: Path) -> str:
 # parser may update, e.g. a session id read from a header line).
 LineParser = Callable[["TranscriptSource", str, Line, FileState], "EvidenceRow | None"]
 
+# Optional, beside a LineParser: turns a block of complete lines of one file (in
+# order, without newlines, none oversized: those go to the LineParser) into rows
+# appended to the list it is given, with exactly the rows, counts and context the
+# LineParser would give line by line. Called with the source, the file's name, the
+# lines, the file's state and the list. It saves the per-line calls in between;
+# if it raises, what it did to the block is undone and the block goes line by line.
+LinesParser = Callable[["TranscriptSource", str, list[bytes], FileState, "list[EvidenceRow]"],
+                       None]
+
 
 class TranscriptSource:
     """A source over a folder of JSONL transcripts (see the contrib sources).
@@ -582,6 +604,8 @@ class TranscriptSource:
     :param patterns: patterns of transcript files under ``folder`` (see
         :func:`list_files`).
     :param parse: a :data:`LineParser`.
+    :param parse_lines: a :data:`LinesParser` giving what ``parse`` gives, a block
+        of lines a call (optional: a source without one is read line by line).
     :param event: the catalogued event each read emits with its counts.
     :param emit: the host's ``emit``.
     :param follow_symlinks: also read files reached through symlinks that lead
@@ -592,7 +616,8 @@ class TranscriptSource:
                  parse: LineParser, event: str, emit: Callable[..., object],
                  files: JsonlFiles | None = None,
                  remotes: RemoteResolver | None = None,
-                 follow_symlinks: bool = False) -> None:
+                 follow_symlinks: bool = False,
+                 parse_lines: LinesParser | None = None) -> None:
         self.name = name
         self.folder = folder
         self.patterns = patterns
@@ -600,6 +625,7 @@ class TranscriptSource:
         self.remotes = remotes or RemoteResolver()
         self.counts = ReadCounts()
         self._parse = parse
+        self._parse_lines = parse_lines
         self._event = event
         self._emit = emit
         self._files = files or JsonlFiles()
@@ -627,7 +653,8 @@ class TranscriptSource:
         listed = (counts.outside, counts.unreadable)
         done = self._files.read(
             files, going_on.decoded if going_on is not None else decode_cursor(cursor),
-            handle, counts, resume_at=going_on.stopped_at if going_on is not None else None)
+            handle, counts, resume_at=going_on.stopped_at if going_on is not None else None,
+            handle_lines=self._lines_handler(rows, counts, handle))
         if done.changed:
             # Context a parser kept that the cursor could not carry (a lone
             # surrogate) goes; rows made with it meanwhile the store counts and skips.
@@ -662,7 +689,9 @@ class TranscriptSource:
         files = JsonlFiles(max_line_bytes=self._files.max_line_bytes,
                            budget_bytes=self._files.budget_bytes,
                            budget_lines=self._files.budget_lines, budget_seconds=seconds)
-        done = files.read([(name, path)], decoded, self._line_handler(rows, counts), counts)
+        handle = self._line_handler(rows, counts)
+        done = files.read([(name, path)], decoded, handle, counts,
+                          handle_lines=self._lines_handler(rows, counts, handle))
         merged = TranscriptCursor(files={**decoded.files, **done.cursor.files})
         for state in done.cursor.files.values():
             if state.context:
@@ -713,6 +742,37 @@ class TranscriptSource:
 
         return handle
 
+    def _lines_handler(self, rows: list[EvidenceRow], counts: ReadCounts,
+                       handle_line: LineHandler) -> LinesHandler | None:
+        """The block handler of a source with a :data:`LinesParser`, else None."""
+        parse_lines = self._parse_lines
+        if parse_lines is None:
+            return None
+
+        def handle(name: str, start: int, lines: list[bytes], state: FileState) -> None:
+            # What a raising block parser may have done is undone: the rows it kept,
+            # its counts and the file's context go back to the block's start, and the
+            # block is parsed again line by line, so each line ends as it would have.
+            # Copied once a block of a few hundred lines.
+            context = state.context
+            kept, saved, was = len(rows), dict(context), msgspec.structs.astuple(counts)
+            try:
+                parse_lines(self, name, lines, state, rows)
+            except Exception:
+                log.debug("source %r: a block made the parser raise; read line by line",
+                          self.name, exc_info=True)
+                del rows[kept:]
+                context.clear()
+                context.update(saved)
+                for field, value in zip(counts.__struct_fields__, was, strict=True):
+                    setattr(counts, field, value)
+                for data in lines:
+                    end = start + len(data) + 1
+                    handle_line(name, Line(start, data, False, end), state)
+                    start = end
+
+        return handle
+
     def remote_of(self, directory: str) -> str:
         """``directory``'s origin remote, asked of :attr:`remotes` once per read."""
         remote = self._remote_memo.get(directory)
@@ -750,7 +810,13 @@ def _drop_unencodable(context: dict[str, str]) -> None:
 
 def line_key(session: str, line: Line) -> str:
     """A dedupe key for a line without an id of its own: session and content digest."""
-    return f"{session}:{blake2b(line.data, digest_size=12).hexdigest()}"
+    return data_key(session, line.data)
+
+
+def data_key(session: str, data: bytes) -> str:
+    """:func:`line_key` of a line's bytes (without its newline), for a
+    :data:`LinesParser`, which is handed bytes, not :class:`Line` s."""
+    return f"{session}:{blake2b(data, digest_size=12).hexdigest()}"
 
 
 def json_string_field(prefix: bytes, field: str) -> str | None:

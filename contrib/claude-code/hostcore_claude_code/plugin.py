@@ -27,7 +27,7 @@ from hostcore.evidence.transcripts import (
 from hostcore.plugin.interest import agent_interest
 from hostcore.plugin.markers import hookimpl
 from hostcore.telemetry import EventSpec
-from hostcore_claude_code.source import EVENT, NAME, PATTERNS, parse_line
+from hostcore_claude_code.source import EVENT, NAME, PATTERNS, parse_line, parse_lines
 
 if TYPE_CHECKING:
     from hostcore.agents.events import AgentEvent
@@ -55,7 +55,7 @@ def hostcore_sources(host: Host) -> TranscriptSource:
     config = host.plugin_config(NAME, ClaudeCodeConfig)
     return TranscriptSource(name=NAME, folder=claude_folder(config, host.env),
                             patterns=PATTERNS, parse=parse_line, event=EVENT, emit=host.emit,
-                            follow_symlinks=config.follow_symlinks)
+                            follow_symlinks=config.follow_symlinks, parse_lines=parse_lines)
 
 
 @hookimpl

@@ -40,7 +40,7 @@ import msgspec
 
 from hostcore.evidence import usage_fields
 from hostcore.evidence.rows import EvidenceRow
-from hostcore.evidence.transcripts import FileState, Line, TranscriptSource, line_key
+from hostcore.evidence.transcripts import FileState, Line, TranscriptSource, data_key
 from hostcore.evidence.usage_fields import BadUsage, Count
 
 NAME = "claude-code"
@@ -114,50 +114,67 @@ _blocks_decoder = msgspec.json.Decoder(list[Block] | str | None)
 def parse_line(source: TranscriptSource, name: str, line: Line,
                state: FileState) -> EvidenceRow | None:
     """One evidence row for a transcript line, or ``None`` (counted) when it gives none."""
-    counts = source.counts
     if line.oversized:
-        counts.oversized += 1
+        source.counts.oversized += 1
         return None
-    try:
-        record = _decoder.decode(line.data)
-    except msgspec.DecodeError:
-        counts.malformed += 1
-        return None
+    rows: list[EvidenceRow] = []
+    parse_lines(source, name, [line.data], state, rows)
+    return rows[0] if rows else None
+
+
+def parse_lines(source: TranscriptSource, name: str, lines: list[bytes], state: FileState,
+                rows: list[EvidenceRow]) -> None:
+    """The rows of a block of complete lines, appended to ``rows``: for each line,
+    what :func:`parse_line` gives (the reader's :data:`LinesParser
+    <hostcore.evidence.transcripts.LinesParser>`, which saves it the calls per line)."""
+    counts = source.counts
     context = state.context
-    if not record.cwd:
-        if record.type in SUMMARY_TYPES and context.get("cwd"):
-            return _summary_row(source, name, line, state)
-        counts.no_cwd += 1
-        return None
-    session = record.session_id or Path(name).stem
-    payload: dict[str, Any] = {"type": record.type}
-    if record.git_branch:
-        payload["branch"] = record.git_branch
-    message = record.message
-    # Most lines carry neither usage nor a tool block: they skip the call.
-    if message is not None and (message.usage is not None or (
-            message.content and (b'"tool_use"' in line.data
-                                 or b'"tool_result"' in line.data))):
+    decode, keep = _decoder.decode, rows.append  # looked up once: the loop runs a line
+    directory = remote = ""  # the last line's, and its remote: lines come in runs of one
+    for data in lines:
         try:
-            _add_usage(payload, record, line.data, context)
-        except (BadUsage, msgspec.DecodeError):
+            record = decode(data)
+        except msgspec.DecodeError:
             counts.malformed += 1
-            return None
-    # Where the session's summary lines, which carry neither, are filed.
-    if context.get("cwd") != record.cwd:
-        context["cwd"] = record.cwd
-    if record.timestamp:
-        context["ts"] = record.timestamp
-    return EvidenceRow(
-        partition=NAME,
-        source_id=NAME,
-        session_id=session,
-        ts=record.timestamp,
-        directory=record.cwd,
-        git_remote=source.remote_of(record.cwd),
-        payload=payload,
-        key=f"{session}:{record.uuid}" if record.uuid else line_key(session, line),
-    )
+            continue
+        if not record.cwd:
+            if record.type in SUMMARY_TYPES and context.get("cwd"):
+                summary = _summary_row(source, name, data, state)
+                if summary is not None:
+                    keep(summary)
+                continue
+            counts.no_cwd += 1
+            continue
+        session = record.session_id or Path(name).stem
+        payload: dict[str, Any] = {"type": record.type}
+        if record.git_branch:
+            payload["branch"] = record.git_branch
+        message = record.message
+        # Most lines carry neither usage nor a tool block: they skip the call.
+        if message is not None and (message.usage is not None or (
+                message.content and (b'"tool_use"' in data or b'"tool_result"' in data))):
+            try:
+                _add_usage(payload, record, data, context)
+            except (BadUsage, msgspec.DecodeError):
+                counts.malformed += 1
+                continue
+        # Where the session's summary lines, which carry neither, are filed.
+        if context.get("cwd") != record.cwd:
+            context["cwd"] = record.cwd
+        if record.timestamp:
+            context["ts"] = record.timestamp
+        if record.cwd != directory:
+            directory, remote = record.cwd, source.remote_of(record.cwd)
+        keep(EvidenceRow(
+            partition=NAME,
+            source_id=NAME,
+            session_id=session,
+            ts=record.timestamp,
+            directory=directory,
+            git_remote=remote,
+            payload=payload,
+            key=f"{session}:{record.uuid}" if record.uuid else data_key(session, data),
+        ))
 
 
 def _add_usage(payload: dict[str, Any], record: ClaudeLine, data: bytes,
@@ -199,12 +216,12 @@ def _add_usage(payload: dict[str, Any], record: ClaudeLine, data: bytes,
         payload["tool_results"] = {"ok": results.count(False), "error": results.count(True)}
 
 
-def _summary_row(source: TranscriptSource, name: str, line: Line,
+def _summary_row(source: TranscriptSource, name: str, data: bytes,
                  state: FileState) -> EvidenceRow | None:
     """A row for a summary line, under the directory and time of the file's last line."""
     counts = source.counts
     try:
-        record = _summary_decoder.decode(line.data)
+        record = _summary_decoder.decode(data)
         payload: dict[str, Any] = {"type": record.type}
         if record.type == "tools-used":
             if not isinstance(record.tools, list):
@@ -229,5 +246,5 @@ def _summary_row(source: TranscriptSource, name: str, line: Line,
         directory=directory,
         git_remote=source.remote_of(directory),
         payload=payload,
-        key=line_key(session, line),
+        key=data_key(session, data),
     )

@@ -28,7 +28,7 @@ from hostcore.evidence.transcripts import (
 from hostcore.plugin.interest import agent_interest
 from hostcore.plugin.markers import hookimpl
 from hostcore.telemetry import EventSpec
-from hostcore_codex.source import EVENT, NAME, PATTERNS, parse_line
+from hostcore_codex.source import EVENT, NAME, PATTERNS, parse_line, parse_lines
 
 if TYPE_CHECKING:
     from hostcore.agents.events import AgentEvent
@@ -56,7 +56,7 @@ def hostcore_sources(host: Host) -> TranscriptSource:
     config = host.plugin_config(NAME, CodexConfig)
     return TranscriptSource(name=NAME, folder=codex_folder(config, host.env),
                             patterns=PATTERNS, parse=parse_line, event=EVENT, emit=host.emit,
-                            follow_symlinks=config.follow_symlinks)
+                            follow_symlinks=config.follow_symlinks, parse_lines=parse_lines)
 
 
 @hookimpl

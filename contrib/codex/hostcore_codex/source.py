@@ -41,8 +41,8 @@ from hostcore.evidence.transcripts import (
     FileState,
     Line,
     TranscriptSource,
+    data_key,
     json_string_field,
-    line_key,
     strip_credentials,
 )
 
@@ -100,53 +100,66 @@ _token_decoder = msgspec.json.Decoder(TokenCount | None)
 def parse_line(source: TranscriptSource, name: str, line: Line,
                state: FileState) -> EvidenceRow | None:
     """One evidence row for a rollout line, or ``None`` (counted) when it gives none."""
+    if line.oversized:
+        source.counts.oversized += 1
+        data = line.data
+        if json_string_field(data, "type") == "session_meta":
+            _remember_header(state.context, name, json_string_field(data, "id"),
+                             json_string_field(data, "cwd"),
+                             json_string_field(data, "repository_url"))
+        return None
+    rows: list[EvidenceRow] = []
+    parse_lines(source, name, [line.data], state, rows)
+    return rows[0] if rows else None
+
+
+def parse_lines(source: TranscriptSource, name: str, lines: list[bytes], state: FileState,
+                rows: list[EvidenceRow]) -> None:
+    """The rows of a block of complete lines, appended to ``rows``: for each line,
+    what :func:`parse_line` gives (the reader's :data:`LinesParser
+    <hostcore.evidence.transcripts.LinesParser>`, which saves it the calls per line)."""
     counts = source.counts
     context = state.context
-    if line.oversized:
-        counts.oversized += 1
-        if json_string_field(line.data, "type") == "session_meta":
-            _remember_header(context, name, json_string_field(line.data, "id"),
-                             json_string_field(line.data, "cwd"),
-                             json_string_field(line.data, "repository_url"))
-        return None
-    try:
-        record = _line_decoder.decode(line.data)
-        payload = (_payload_decoder.decode(record.payload)
-                   if record.type in ("session_meta", "turn_context") and record.payload
-                   else None)
-    except msgspec.DecodeError:
-        counts.malformed += 1
-        return None
-    if payload is not None and record.type == "session_meta":
-        _remember_header(context, name, payload.id, payload.cwd,
-                         payload.git.repository_url if payload.git else None)
-    elif payload is not None and payload.cwd:
-        context["cwd"] = payload.cwd
-    directory = context.get("cwd")
-    if not directory:
-        counts.no_cwd += 1
-        return None
-    session = context.get("session", "")
-    row_payload: dict[str, Any] = {"type": record.type}
-    try:
-        if payload is not None and payload.model is not None:
-            context["model"] = usage_fields.name(payload.model)
-        # Looked for in the bytes first: most event_msg lines are no token count.
-        if record.type == "event_msg" and b'"token_count"' in line.data:
-            _add_usage(row_payload, context, session, record.payload)
-    except (usage_fields.BadUsage, msgspec.DecodeError):
-        counts.malformed += 1
-        return None
-    return EvidenceRow(
-        partition=NAME,
-        source_id=NAME,
-        session_id=session,
-        ts=record.timestamp,
-        directory=directory,
-        git_remote=context.get("remote") or source.remote_of(directory),
-        payload=row_payload,
-        key=line_key(session, line),
-    )
+    decode, keep = _line_decoder.decode, rows.append  # looked up once: the loop runs a line
+    for data in lines:
+        try:
+            record = decode(data)
+            payload = (_payload_decoder.decode(record.payload)
+                       if record.type in ("session_meta", "turn_context") and record.payload
+                       else None)
+        except msgspec.DecodeError:
+            counts.malformed += 1
+            continue
+        if payload is not None and record.type == "session_meta":
+            _remember_header(context, name, payload.id, payload.cwd,
+                             payload.git.repository_url if payload.git else None)
+        elif payload is not None and payload.cwd:
+            context["cwd"] = payload.cwd
+        directory = context.get("cwd")
+        if not directory:
+            counts.no_cwd += 1
+            continue
+        session = context.get("session", "")
+        row_payload: dict[str, Any] = {"type": record.type}
+        try:
+            if payload is not None and payload.model is not None:
+                context["model"] = usage_fields.name(payload.model)
+            # Looked for in the bytes first: most event_msg lines are no token count.
+            if record.type == "event_msg" and b'"token_count"' in data:
+                _add_usage(row_payload, context, session, record.payload)
+        except (usage_fields.BadUsage, msgspec.DecodeError):
+            counts.malformed += 1
+            continue
+        keep(EvidenceRow(
+            partition=NAME,
+            source_id=NAME,
+            session_id=session,
+            ts=record.timestamp,
+            directory=directory,
+            git_remote=context.get("remote") or source.remote_of(directory),
+            payload=row_payload,
+            key=data_key(session, data),
+        ))
 
 
 def _figures(usage: TokenUsage) -> tuple[int, int, int]:

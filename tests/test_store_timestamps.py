@@ -1,11 +1,13 @@
-"""Row timestamps: the text fast path of ``canonical`` gives exactly what parsing gives."""
+"""Row timestamps: the text fast path of ``canonical`` gives exactly what parsing gives,
+and ``canonical_all`` what ``canonical`` gives stamp by stamp."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hostcore.timestamps import canonical, format_utc, parse
+from hostcore.timestamps import canonical, canonical_all, format_utc, parse
 
 
 def by_parsing(text: str) -> str:
@@ -44,3 +46,38 @@ def test_the_forms_agents_write():
     assert canonical("2025-02-29T00:00:00Z") == "2025-02-29T00:00:00Z"  # no such day: kept
     assert canonical("2025-07-29T00:54:41+02:00") == "2025-07-28T22:54:41.000000Z"
     assert canonical("9999-12-31T23:59:59-01:00") == "9999-12-31T23:59:59-01:00"
+
+
+# Batches the way staging sees them: one length (one agent's stamps), mixed lengths,
+# and now and then a stamp of another shape (an offset, an empty text, a newline).
+COMMON_SHAPED = st.builds(
+    lambda d, frac: f"2025-07-{d:02d}T22:54:41{frac}Z", st.integers(1, 31),
+    st.sampled_from(["", ".4", ".46", ".466", ".4661", ".46612", ".466123"]))
+STAMPS = st.one_of(COMMON_SHAPED, UTC_SHAPED, st.text(max_size=30),
+                   st.just("2025-07-28T22:54:41.466+02:00"), st.just("2025-07-28T22:54:41Z\n"))
+
+
+@given(st.lists(st.one_of(COMMON_SHAPED, STAMPS), max_size=30))
+def test_a_batch_is_made_canonical_as_its_stamps_are(texts):
+    assert canonical_all(texts) == [canonical(text) for text in texts]
+
+
+@given(st.sampled_from(["", ".4", ".466", ".466123"]), st.integers(1, 40))
+def test_a_batch_of_one_length_is_padded_alike(frac, n):
+    texts = [f"2025-07-{1 + i % 28:02d}T22:54:41{frac}Z" for i in range(n)]
+    assert canonical_all(texts) == [canonical(text) for text in texts]
+    assert all(len(text) == len("2025-07-28T22:54:41.466000Z") for text in canonical_all(texts))
+
+
+def test_a_stamp_holding_a_newline_is_not_taken_for_two():
+    two = "2025-07-28T22:54:41Z\n2025-07-28T22:54:41.4Z"
+    assert canonical_all([two]) == [canonical(two)] == [two]
+    assert canonical_all([two, "2025-07-28T22:54:41Z"]) == [two, "2025-07-28T22:54:41.000000Z"]
+
+
+def test_a_batch_that_is_not_text_raises_as_one_stamp_does():
+    for bad in (None, 5):
+        with pytest.raises(TypeError):
+            canonical_all(["2025-07-28T22:54:41.466Z", bad])
+        with pytest.raises(TypeError):
+            canonical(bad)

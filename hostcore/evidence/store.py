@@ -45,7 +45,7 @@ from hostcore.evidence import schema
 from hostcore.evidence.paths import within
 from hostcore.evidence.rows import EvidenceRow, PartitionVersion, SourceBatch, storable_text
 from hostcore.evidence.usage_totals import Counted, Noted, add_usage, note
-from hostcore.timestamps import canonical, format_utc, parse, utc_now
+from hostcore.timestamps import canonical, canonical_all, format_utc, parse, utc_now
 
 # EvidenceRow, PartitionVersion and SourceBatch live in hostcore.evidence.rows;
 # they are importable from here too, as in 0.1.
@@ -311,6 +311,8 @@ class Store:
         run = 0  # where the rows of the current group start in params
         usage: list[tuple[int, str, str, Any]] = []
         try:
+            # The batch's stamps made canonical at once (one match when all are common).
+            stamps = canonical_all([row.ts for row in rows])
             for index, row in enumerate(rows):
                 if not isinstance(row, EvidenceRow):
                     return None
@@ -325,7 +327,7 @@ class Store:
                         return None
                     part, scope, by_name = found
                     run = len(params)
-                ts, payload = canonical(row.ts), row.payload
+                ts, payload = stamps[index], row.payload
                 params += (part, scope, row.session_id, ts, row.git_remote,
                            encode(payload).decode(), row.key)
                 # Most rows carry no usage: a type check and a dict look-up.
@@ -333,8 +335,8 @@ class Store:
                     usage.append((index, row.session_id, ts, payload["usage"]))
             if not _plain_text(params):
                 return None
-        except (TypeError, ValueError, UnicodeEncodeError, OverflowError):
-            return None
+        except (TypeError, ValueError, UnicodeEncodeError, OverflowError, AttributeError):
+            return None  # AttributeError: a row without a ts, no EvidenceRow
         if by_name:
             named.append((run, len(params)))
         return Staged(rows, params, ids, named, note(usage) if usage else [])

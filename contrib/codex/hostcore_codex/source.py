@@ -121,6 +121,9 @@ def parse_lines(source: TranscriptSource, name: str, lines: list[bytes], state: 
     counts = source.counts
     context = state.context
     decode, keep = _line_decoder.decode, rows.append  # looked up once: the loop runs a line
+    # The file's directory, session and remote, read from its context again only
+    # when a header or turn context changes it (the remote when a row needs it).
+    directory, session, remote = context.get("cwd"), context.get("session", ""), None
     for data in lines:
         try:
             record = decode(data)
@@ -130,16 +133,16 @@ def parse_lines(source: TranscriptSource, name: str, lines: list[bytes], state: 
         except msgspec.DecodeError:
             counts.malformed += 1
             continue
-        if payload is not None and record.type == "session_meta":
-            _remember_header(context, name, payload.id, payload.cwd,
-                             payload.git.repository_url if payload.git else None)
-        elif payload is not None and payload.cwd:
-            context["cwd"] = payload.cwd
-        directory = context.get("cwd")
+        if payload is not None:
+            if record.type == "session_meta":
+                _remember_header(context, name, payload.id, payload.cwd,
+                                 payload.git.repository_url if payload.git else None)
+            elif payload.cwd:
+                context["cwd"] = payload.cwd
+            directory, session, remote = context.get("cwd"), context.get("session", ""), None
         if not directory:
             counts.no_cwd += 1
             continue
-        session = context.get("session", "")
         row_payload: dict[str, Any] = {"type": record.type}
         try:
             if payload is not None and payload.model is not None:
@@ -150,13 +153,15 @@ def parse_lines(source: TranscriptSource, name: str, lines: list[bytes], state: 
         except (usage_fields.BadUsage, msgspec.DecodeError):
             counts.malformed += 1
             continue
+        if remote is None:
+            remote = context.get("remote") or source.remote_of(directory)
         keep(EvidenceRow(
             partition=NAME,
             source_id=NAME,
             session_id=session,
             ts=record.timestamp,
             directory=directory,
-            git_remote=context.get("remote") or source.remote_of(directory),
+            git_remote=remote,
             payload=row_payload,
             key=data_key(session, data),
         ))

@@ -99,9 +99,9 @@ def canonical(text: str, precision: Precision = "micro") -> str:
     return text if moment is None else format_utc(moment, precision)
 
 
-# A batch of common stamps (see _COMMON_UTC_SHAPE) joined by newlines.
-_COMMON_LINES = re.compile(
-    f"(?:{_COMMON_UTC_SHAPE.pattern}\n)*{_COMMON_UTC_SHAPE.pattern}")
+# A batch of common stamps (see _COMMON_UTC_SHAPE) joined by newlines; text, compiled
+# at its first batch (a start that stages none pays nothing for it).
+_COMMON_LINES = f"(?:{_COMMON_UTC_SHAPE.pattern}\n)*{_COMMON_UTC_SHAPE.pattern}"
 
 
 def canonical_all(texts: list[str]) -> list[str]:
@@ -116,7 +116,7 @@ def canonical_all(texts: list[str]) -> list[str]:
     joined = "\n".join(texts)
     # A newline in a stamp could pass for two stamps: the count says there is none.
     if (not texts or joined.count("\n") != len(texts) - 1
-            or _COMMON_LINES.fullmatch(joined) is None):
+            or re.fullmatch(_COMMON_LINES, joined) is None):
         return [canonical(text) for text in texts]
     sizes = set(map(len, texts))
     if len(sizes) > 1:

@@ -344,6 +344,17 @@ def test_a_read_only_reader_after_a_writer_died_mid_commit_reads_the_last_commit
     assert_nothing_lost_or_doubled(folder, records)  # and a writer rolls it back
 
 
+def test_an_archive_whose_creation_was_killed_before_its_schema_holds_nothing(tmp_path):
+    # What a writer killed between creating the file and committing its schema leaves:
+    # an empty SQLite file. A reader (status) sees no records, not an unreadable archive.
+    folder = tmp_path / "ledger"
+    records = {r.ref: r for r in [ended(n) for n in range(5)]}
+    plant(folder, list(records.values())).close()
+    (folder / ARCHIVE_FILE).touch(mode=0o600)
+    assert_nothing_lost_or_doubled(folder, records)
+    assert (folder / ARCHIVE_FILE).stat().st_size > 0  # the writer made its schema
+
+
 def assert_nothing_lost_or_doubled_read_only(folder: Path,
                                             records: dict[str, PortableRecord]) -> None:
     ledger = Ledger(folder, read_only=True)

@@ -68,6 +68,10 @@ class ArchiveUnreadable(RecordError):
     holds a record cannot be told (it is never rebuilt or replaced)."""
 
 
+class _NothingCommitted(Exception):
+    """The archive file exists but no schema was ever committed to it: no records."""
+
+
 class Archived(msgspec.Struct, frozen=True):
     """One record as the archive keeps it: the exact bytes of its file."""
 
@@ -216,6 +220,8 @@ class Archive:
                 return empty
             try:
                 return query(self._connection())
+            except _NothingCommitted:
+                return empty
             except sqlite3.DatabaseError as exc:
                 raise ArchiveUnreadable(f"{self.path}: the archive cannot be read: {exc}") \
                     from exc
@@ -225,6 +231,11 @@ class Archive:
             return self._db
         if self.read_only:
             db = self._open_read_only()
+            if db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 0:
+                # A creation killed before its schema committed: the file is there and
+                # holds nothing yet (a writer makes the schema). Read again next time.
+                db.close()
+                raise _NothingCommitted
         else:
             db = self._connect()
             if db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 0:

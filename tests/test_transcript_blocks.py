@@ -32,7 +32,7 @@ from hostcore.evidence.transcripts import (
 
 # The digest of the fixed corpus's dump (see dump), as the line-by-line reader of
 # hostcore 0.2.6 and the contrib sources 0.2.2 stored it.
-RECORDED = "190d7919e02fa93bc9bdd0b5aa0cddbd"
+RECORDED = "6dd00edea2849b411a590c842becb433"
 SEED = 32
 MAX_LINE = 1500
 
@@ -76,7 +76,10 @@ def claude_lines(rng: random.Random, cwd: str, sid: str) -> list[str]:
             line["uuid"] = f"{sid}-{i}"
         message: dict[str, Any] = {"content": rng.choice(
             ["text", [{"type": "tool_use", "name": "Bash"}],
-             [{"type": "tool_result", "is_error": True}, {"type": "tool_result"}]])}
+             [{"type": "tool_result", "is_error": True}, {"type": "tool_result"}],
+             None, 5, {"type": "tool_use"}, ' "tool_use" ', [1, "tool_result"]])}
+        if kind == 5:  # a tool block named outside the content
+            line["toolUseResult"] = {"type": "tool_result", "content": "done"}
         if i % 2 and rng.random() < 0.7:
             response = i - i % 4
             message.update({"id": f"msg-{response}", "model": "claude-sonnet-4-5",

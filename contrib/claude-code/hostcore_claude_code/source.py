@@ -107,6 +107,8 @@ class Summary(msgspec.Struct, rename="camel"):
 
 
 _decoder = msgspec.json.Decoder(ClaudeLine)
+# The first byte of a message content that is a string or null: no tool blocks.
+_NO_BLOCKS = frozenset(b'"n')
 _summary_decoder = msgspec.json.Decoder(Summary)
 _blocks_decoder = msgspec.json.Decoder(list[Block] | str | None)
 
@@ -151,8 +153,8 @@ def parse_lines(source: TranscriptSource, name: str, lines: list[bytes], state: 
             payload["branch"] = record.git_branch
         message = record.message
         # Most lines carry neither usage nor a tool block: they skip the call.
-        if message is not None and (message.usage is not None or (
-                message.content and (b'"tool_use"' in data or b'"tool_result"' in data))):
+        if message is not None and (message.usage is not None or _may_hold_blocks(
+                message.content, data)):
             try:
                 _add_usage(payload, record, data, context)
             except (BadUsage, msgspec.DecodeError):
@@ -202,8 +204,7 @@ def _add_usage(payload: dict[str, Any], record: ClaudeLine, data: bytes,
                 usage.input_tokens or 0, usage.output_tokens or 0,
                 usage.cache_creation_input_tokens or 0, usage.cache_read_input_tokens or 0),
                 response)
-    # Looked for in the line's bytes first: most lines hold no tool block.
-    if not message.content or (b'"tool_use"' not in data and b'"tool_result"' not in data):
+    if not _may_hold_blocks(message.content, data):
         return
     blocks = _blocks_decoder.decode(message.content)
     if not isinstance(blocks, list):
@@ -214,6 +215,19 @@ def _add_usage(payload: dict[str, Any], record: ClaudeLine, data: bytes,
     results = [b.is_error is True for b in blocks if b.type == "tool_result"]
     if results:
         payload["tool_results"] = {"ok": results.count(False), "error": results.count(True)}
+
+
+def _may_hold_blocks(content: msgspec.Raw, data: bytes) -> bool:
+    """Whether a message's ``content`` may hold tool blocks, looked for without
+    decoding it: never when it is a string or null (which decode to no blocks, and
+    never fail to), else when the line's bytes name a tool block (most do not).
+    Content is mostly a string of text, which the first byte tells without reading it
+    through: a search of the line costs half a line's decode."""
+    if not content:
+        return False
+    if memoryview(content)[0] in _NO_BLOCKS:
+        return False
+    return b'"tool_use"' in data or b'"tool_result"' in data
 
 
 def _summary_row(source: TranscriptSource, name: str, data: bytes,

@@ -79,6 +79,18 @@ def session_lines(cwd: str, session: str, start: float, responses: int,
                        "usage": usage}
             lines.append(_line(cwd, session, f"{session}-a{n}-{b}", ts, message, "assistant",
                                requestId=f"req_{session}_{n}"))
+            if b == 0 and len(blocks) > 1 and n % 4 == 0:
+                # A subagent's response written between two blocks of this one, as a
+                # sidechain's lines can be: this response's usage is on two rows.
+                side = {"id": f"msg_{session}_{n}_side", "type": "message",
+                        "role": "assistant", "model": MODELS[0],
+                        "content": [{"type": "text", "text": "found it"}],
+                        "stop_reason": "end_turn",
+                        "usage": {"input_tokens": 7, "output_tokens": 11,
+                                  "cache_creation_input_tokens": 0,
+                                  "cache_read_input_tokens": 13}}
+                lines.append(_line(cwd, session, f"{session}-side{n}", ts, side, "assistant",
+                                   requestId=f"req_{session}_{n}_side", isSidechain=True))
         if blocks[-1]["type"] == "tool_use":
             result = {"role": "user", "content": [{"tool_use_id": f"toolu_{n}",
                                                    "type": "tool_result", "content": "ok",

@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _figures import spread
+
 from hostcore.timestamps import format_utc, utc_now
 from hostcore.workitems.ledger import Ledger, PollSection, PortableRecord, encode_record
 
@@ -139,10 +141,9 @@ def connect(root: Path) -> tuple[float, float, int]:
     return took, listed, server.close()
 
 
-def spread(values: list[float], unit: str = "s", scale: float = 1.0) -> str:
-    shown = [v * scale for v in values]
-    return (f"median {statistics.median(shown):.3f} {unit} (min {min(shown):.3f}, "
-            f"max {max(shown):.3f}, {len(shown)} runs)")
+def timings(values: list[float], unit: str = "s", scale: float = 1.0) -> str:
+    """``values`` (seconds) as median, min and max in ``unit``, and how many runs."""
+    return f"{spread([v * scale for v in values], '.3f', ' ' + unit)}, {len(values)} runs"
 
 
 def verdict(ok: bool) -> str:
@@ -178,10 +179,10 @@ def main(argv: list[str] | None = None) -> int:
             listings.append(listed)
             peaks.append(peak)
         ratio = statistics.median(connects) / statistics.median(bare)
-        print(f"python -c pass: {spread(bare)}")
-        print(f"python -c 'import mcp.server.mcpserver': {spread(sdk)}")
-        print(f"connect + initialize: {spread(connects)}; peak {max(peaks) / 1024:.0f} MiB")
-        print(f"connect + initialize + tools/list (the SDK loaded): {spread(listings)}")
+        print(f"python -c pass: {timings(bare)}")
+        print(f"python -c 'import mcp.server.mcpserver': {timings(sdk)}")
+        print(f"connect + initialize: {timings(connects)}; peak {max(peaks) / 1024:.0f} MiB")
+        print(f"connect + initialize + tools/list (the SDK loaded): {timings(listings)}")
         ratios = [c / b for c, b in zip(connects, bare, strict=True)]
         print(f"connect + initialize ratio to a bare interpreter: {ratio:.1f}x (per run: "
               f"min {min(ratios):.1f}x, max {max(ratios):.1f}x; goal <= "
@@ -221,13 +222,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"work_items, first call (waits for the SDK to load, builds the host): "
               f"{first_took * 1000:.1f} ms")
         print(f"work_items, one repository ({matched:,} of {records:,} match): "
-              f"{spread(calls, 'ms', 1000)}")
-        print(f"work_items, every repository: {spread(every, 'ms', 1000)}; server peak "
+              f"{timings(calls, 'ms', 1000)}")
+        print(f"work_items, every repository: {timings(every, 'ms', 1000)}; server peak "
               f"{peak / 1024:.0f} MiB")
-        for name, took in filtered.items():
-            print(f"work_items, {name}: {spread(took, 'ms', 1000)}")
+        for name, seconds in filtered.items():
+            print(f"work_items, {name}: {timings(seconds, 'ms', 1000)}")
         worst = max(median_ms, statistics.median(every) * 1000,
-                    *(statistics.median(took) * 1000 for took in filtered.values()))
+                    *(statistics.median(seconds) * 1000 for seconds in filtered.values()))
         print(f"work_items ratio to the {CALL_GOAL_MS:.0f} ms goal: "
               f"{worst / CALL_GOAL_MS:.2f}x {verdict(worst <= CALL_GOAL_MS)}")
     return 0

@@ -120,9 +120,8 @@ COLD_UNUSED = ("json", "tomllib", "dataclasses", "shutil", "bz2", "lzma", "hashl
 UNUSED_ON_A_COLD_COMMAND = {
     ("status", "--json"): (*COLD_UNUSED, "hostcore_github_capture.commands"),
     ("plugins", "--json"): COLD_UNUSED,
-    # A tick's --json lines are written by the stdlib's json (plugin.cli.emit_json_line).
-    ("run", "--once", "--json"): (*(m for m in COLD_UNUSED if m != "json"),
-                                  "hostcore_github_capture.commands"),
+    # A tick's --json lines are written by msgspec too (plugin.cli.emit_json_line).
+    ("run", "--once", "--json"): (*COLD_UNUSED, "hostcore_github_capture.commands"),
 }
 
 

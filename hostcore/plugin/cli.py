@@ -111,13 +111,16 @@ def emit_json(data: Any) -> None:
 
 
 def emit_json_line(data: Any) -> None:
-    """Print ``data`` as one line of JSON (JSON Lines, for streams of reports)."""
-    click.echo(_stdlib_json(data))
+    """Print ``data`` as one line of JSON (JSON Lines, for streams of reports), keys
+    sorted; text outside ASCII is escaped, as by :func:`emit_json`."""
+    text = msgspec.json.encode(data, order="sorted").decode()
+    click.echo(text if text.isascii() else _stdlib_json(data))
 
 
 def _stdlib_json(data: Any, *, indent: int | None = None) -> str:
     # The json module costs a cold start a millisecond and a half; the common
-    # outputs (status, plugins) are written by msgspec and never import it.
+    # outputs (status, plugins, a tick's lines) are written by msgspec and never
+    # import it: only text outside ASCII, which msgspec cannot escape, needs it.
     import json
 
     return json.dumps(msgspec.to_builtins(data), indent=indent, sort_keys=True)

@@ -41,11 +41,17 @@ from pathlib import Path
 
 import hostcore_directory_destination.plugin as directory_plugin
 from _figures import spread
-from hostcore_directory_destination.destination import SEGMENT_BYTES, DirectoryDestination
+from hostcore_directory_destination.destination import (
+    SEGMENT_BYTES,
+    DirectoryDestination,
+    Recovery,
+)
 
 from hostcore.evidence.seam import FETCH_ROWS
 from hostcore.evidence.store import EvidenceRow
-from hostcore.export.exporter import BATCH_ROWS, EXPORT_COLUMNS, Exporter
+from hostcore.export.batch import EXPORT_COLUMNS, ExportBatch
+from hostcore.export.exporter import BATCH_ROWS, Exporter
+from hostcore.export.ref import Ref
 from hostcore.host import Host
 
 DIRECTORIES = 50
@@ -139,9 +145,9 @@ class MeasuredDestination(DirectoryDestination):
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
-        self.recoveries: list = []
+        self.recoveries: list[Recovery] = []
 
-    def push(self, batch):
+    def push(self, batch: ExportBatch) -> Ref:
         try:
             return super().push(batch)
         finally:

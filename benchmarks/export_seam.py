@@ -35,6 +35,7 @@ import statistics
 import tempfile
 import time
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 
 from _figures import spread
@@ -112,7 +113,7 @@ class Timing:
         self.cpus: list[float] = []
         self.count = 0
 
-    def run(self, reader) -> None:
+    def run(self, reader: Callable[[], int]) -> None:
         wall, cpu = time.perf_counter(), time.process_time()
         self.count = reader()
         self.walls.append(time.perf_counter() - wall)

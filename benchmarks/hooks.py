@@ -147,9 +147,9 @@ def main() -> None:
             for name in times:
                 argv, data = (baseline, b"") if name == "python -c pass" else (
                     hook, tool_events[name])
-                took, used, peak = launch_timed(argv, data, env)
+                took, spent, peak = launch_timed(argv, data, env)
                 times[name].append(took)
-                cpu[name].append(used)
+                cpu[name].append(spent)
                 peaks[name] = max(peaks[name], peak)
         index = json.loads((root / "agents" / "plugin-index.json").read_text())
         print(f"hostcore hook, {runs} runs each; plugins the hook loads: "

@@ -44,8 +44,8 @@ from psycopg import pq
 from psycopg.adapt import Dumper
 
 from hostcore.evidence.store import EvidenceRow
-from hostcore.export.batch import ExportBatch
-from hostcore.export.exporter import BATCH_ROWS, EXPORT_COLUMNS, Exporter
+from hostcore.export.batch import EXPORT_COLUMNS, ExportBatch
+from hostcore.export.exporter import BATCH_ROWS, Exporter
 from hostcore.host import Host
 
 DIRECTORIES = 50
@@ -252,8 +252,10 @@ def main() -> None:
         raw_s, guarded_s = min(raw_runs), min(guarded_runs)
         pushed, export_s = min(export_runs, key=lambda run: run[1])
         with psycopg.connect(dsn) as conn:  # what the last export left
-            disk, count = conn.execute("SELECT pg_total_relation_size('hostcore.rows'), "
-                                       "(SELECT count(*) FROM hostcore.rows)").fetchone()
+            found = conn.execute("SELECT pg_total_relation_size('hostcore.rows'), "
+                                 "(SELECT count(*) FROM hostcore.rows)").fetchone()
+            assert found is not None
+            disk, count = found
         inserted_s = insert_rate(dsn, copy_rows)
         del copy_rows
         print(f"raw COPY:    {rows:>10,} rows in {raw_s:6.2f} s = {rows / raw_s:>10,.0f} rows/s "
@@ -301,6 +303,7 @@ def main() -> None:
         with psycopg.connect(dsn) as conn:
             held = conn.execute("SELECT count(*), count(DISTINCT origin) FROM hostcore.rows"
                                 ).fetchone()
+            assert held is not None
         print(f"fleet:       1 host alone {alone:>9,.0f} rows/s; {HOSTS} hosts at once "
               f"{together:>9,.0f} rows/s together ({held[0]:,} rows from {held[1]} origins)")
         print(f"fleet:       {HOSTS} hosts / 1 host aggregate rate: {together / alone:.2f}x "

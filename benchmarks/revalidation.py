@@ -279,7 +279,7 @@ def tick_times(side: Sidecar, ticks: int) -> tuple[float, float, int]:
         return real(path, *args, **kwargs)
 
     walls, cpus = [], []
-    os.lstat = counted  # type: ignore[assignment]
+    os.lstat = counted
     try:
         for _ in range(ticks):
             wall, cpu = time.perf_counter(), time.process_time()
@@ -335,7 +335,7 @@ def flag_builds(store: Store, root: Path) -> tuple[int, int]:
         ticks, _, _ = run_pass(sidecar(store, seam_for(store, root), root, unit="rows",
                                        state_name="flags.json"))
     finally:
-        seam_module._permitted_flags = original  # type: ignore[assignment]
+        seam_module._permitted_flags = original
     return built, ticks
 
 

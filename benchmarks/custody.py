@@ -54,7 +54,9 @@ import sys
 import tempfile
 import time
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple, TypeVar
 
 import msgspec
 from _figures import spread
@@ -66,12 +68,15 @@ from hostcore_file_custody import (
     OwnerRecord,
     PidMapEntry,
     StaleSweep,
+    SweepReport,
     current_owner,
     end_agent_session,
     refresh_agent_session,
     start_agent_session,
 )
 from hostcore_file_custody.registry import new_generation_id
+
+T = TypeVar("T")
 
 SESSION_STARTS = 200
 RAW_PASSES = 5
@@ -142,13 +147,13 @@ def raw_scan(registry: HeartbeatRegistry) -> int:
     return seen
 
 
-def timed(action):
+def timed(action: Callable[[], T]) -> tuple[float, T]:
     started = time.perf_counter()
     result = action()
     return time.perf_counter() - started, result
 
 
-def timed_both(action):
+def timed_both(action: Callable[[], T]) -> tuple[float, float, T]:
     """(wall seconds, CPU seconds of this process, result) of ``action()``."""
     wall, cpu = time.perf_counter(), time.process_time()
     result = action()
@@ -180,7 +185,20 @@ def plant_twins(folder: Path, stale: int) -> list[Path]:
     return twins
 
 
-def bench_sweep(root: Path, sessions: int, stale: int, repeat: int) -> dict[str, object]:
+class SweepRuns(NamedTuple):
+    """What :func:`bench_sweep` measured: ratios per run, medians in ms, the last report."""
+
+    registry: HeartbeatRegistry
+    files: int
+    walls: list[float]
+    cpus: list[float]
+    with_unlinks: list[float]
+    sweep_ms: float
+    raw_ms: float
+    report: SweepReport
+
+
+def bench_sweep(root: Path, sessions: int, stale: int, repeat: int) -> SweepRuns:
     """Interleaved runs on one registry of ``sessions``: each re-plants ``stale`` dead
     sessions (and their twins for the raw unlinks), times the raw pass, the raw
     unlinks, then the sweep."""
@@ -191,7 +209,7 @@ def bench_sweep(root: Path, sessions: int, stale: int, repeat: int) -> dict[str,
     with_unlinks: list[float] = []
     sweep_ms: list[float] = []
     raw_ms: list[float] = []
-    report = None
+    report: SweepReport | None = None
     for n in range(repeat):
         populate(registry, stale, stale, prefix=f"dead{n}")
         twins = plant_twins(root / f"twins-{sessions}-{n}", stale)
@@ -203,18 +221,18 @@ def bench_sweep(root: Path, sessions: int, stale: int, repeat: int) -> dict[str,
         unlink_wall = time.perf_counter() - started
         # The live share must stay live however long a large registry takes to build
         # and sweep five times: only the planted sessions (an hour old) are stale.
-        wall, cpu, report = timed_both(
+        wall, cpu, swept = timed_both(
             lambda: StaleSweep(registry, stale_after=LIVE_FOR).run())
-        assert report.deleted == stale, report
+        assert swept.deleted == stale, swept
+        report = swept
         walls.append(wall / raw_wall)
         cpus.append(cpu / raw_cpu)
         with_unlinks.append(wall / (raw_wall + unlink_wall))
         sweep_ms.append(wall * 1000)
         raw_ms.append(raw_wall * 1000)
     assert report is not None
-    return {"registry": registry, "files": raw_scan(registry), "walls": walls, "cpus": cpus,
-            "with_unlinks": with_unlinks, "sweep_ms": statistics.median(sweep_ms),
-            "raw_ms": statistics.median(raw_ms), "report": report}
+    return SweepRuns(registry, raw_scan(registry), walls, cpus, with_unlinks,
+                     statistics.median(sweep_ms), statistics.median(raw_ms), report)
 
 
 def load_average() -> str:
@@ -397,8 +415,8 @@ def bench_start_under_sweep(root: Path, sessions: int, stale: int, samples: int,
 
 def main() -> None:
     if sys.argv[1:2] == ["--sweeper"]:
-        root, sessions, stale, control = sys.argv[2:6]
-        sweeper(root, int(sessions), int(stale), control)
+        folder, count, dead, control = sys.argv[2:6]
+        sweeper(folder, int(count), int(dead), control)
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--heartbeats", type=int, nargs="+",
@@ -437,15 +455,15 @@ def main() -> None:
         for sessions in sizes:
             stale = max(1, round(sessions * args.stale))
             run = bench_sweep(root, sessions, stale, args.repeat)
-            report = run["report"]
-            walls, cpus = run["walls"], run["cpus"]
+            report = run.report
+            walls, cpus = run.walls, run.cpus
             # The goal holds in every run, not in the median one.
             met = max(walls) <= RATIO_TARGET and max(cpus) <= RATIO_TARGET
             sweep_verdicts[f"sweep vs raw at {sessions:,}"] = met
             over = sum(r > RATIO_TARGET for r in walls)
-            print(f"sweep of {sessions:,} heartbeats ({stale} stale, {run['files']:,} files), "
-                  f"{args.repeat} interleaved runs: {run['sweep_ms']:.1f} ms vs raw "
-                  f"scandir+stat {run['raw_ms']:.1f} ms; ratio by wall {spread(walls, '.2f')}, "
+            print(f"sweep of {sessions:,} heartbeats ({stale} stale, {run.files:,} files), "
+                  f"{args.repeat} interleaved runs: {run.sweep_ms:.1f} ms vs raw "
+                  f"scandir+stat {run.raw_ms:.1f} ms; ratio by wall {spread(walls, '.2f')}, "
                   f"by CPU {spread(cpus, '.2f')}; {over} of {args.repeat} runs over "
                   f"{RATIO_TARGET}x by wall; {report.lock_acquisitions} lock acquisitions "
                   f"({report.lock_acquisitions / stale:.2f} per stale heartbeat), "
@@ -453,10 +471,10 @@ def main() -> None:
                   f" -> {'PASS' if met else 'MISS'} (target <= {RATIO_TARGET} in every run)")
             print(f"  second figure, not the goal: sweep vs raw scandir+stat plus a raw unlink "
                   f"of {3 * stale:,} like files (what the sweep deletes): ratio by wall "
-                  f"{spread(run['with_unlinks'], '.2f')}; load average now {load_average()}")
+                  f"{spread(run.with_unlinks, '.2f')}; load average now {load_average()}")
         sessions = sizes[-1]
         stale = max(1, round(sessions * args.stale))
-        registry = run["registry"]
+        registry = run.registry
 
         raw_after = raw_seconds(registry)
         steady_seconds, steady = timed(

@@ -12,7 +12,7 @@ import json
 import random
 import re
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +27,16 @@ from hostcore.evidence.transcripts import (
     Line,
     LineParser,
     LinesParser,
+    ReadCounts,
+    TranscriptCursor,
     TranscriptSource,
 )
 
 # The digest of the fixed corpus's dump (see dump), as the line-by-line reader of
 # hostcore 0.2.6 and the contrib sources 0.2.2 stored it.
 RECORDED = "6dd00edea2849b411a590c842becb433"
+# Each source's line parser and block parser (None: read line by line).
+Parsers = Mapping[str, tuple[LineParser, LinesParser | None]]
 SEED = 32
 MAX_LINE = 1500
 
@@ -146,7 +150,7 @@ def corpus(base: Path, *, real_projects: bool = True) -> Path:
     return home
 
 
-def ingest(home: Path, store: Store, parsers: dict[str, tuple[LineParser, LinesParser | None]],
+def ingest(home: Path, store: Store, parsers: Parsers,
            budget_lines: int = 37) -> None:
     """Drain both sources into ``store`` batch by batch, as the ingest step does."""
     for name, folder, module in (("claude-code", home / ".claude", claude),
@@ -188,7 +192,7 @@ def dump(path: Path, base: Path) -> str:
     return json.dumps(tables).replace(str(base), "<base>")
 
 
-def stored(base: Path, parsers: dict[str, tuple[LineParser, LinesParser | None]],
+def stored(base: Path, parsers: Parsers,
            at: str, **options: Any) -> str:
     """The dump of a store named ``at`` that drained the corpus under ``base``."""
     path = base / f"{at}.sqlite3"
@@ -292,3 +296,52 @@ def test_a_source_without_a_block_parser_is_read_line_by_line(tmp_path: Path) ->
                               parse=parse_line, event="e", emit=lambda *a, **k: None)
     assert source.read(None).rows == []
     assert seen == [b"one", b"two"]
+
+
+def blocks_read(path: Path, files: JsonlFiles) -> tuple[list[bytes], list[bytes], int, bool]:
+    """One read of ``path`` with a block handler: the lines handed in blocks, the
+    oversized ones handed alone, the offset reached and whether a budget stopped it."""
+    blocks: list[bytes] = []
+    alone: list[bytes] = []
+    at = [0]  # where the next line starts
+
+    def handle_lines(name: str, start: int, lines: list[bytes], state: FileState) -> None:
+        assert start == at[0]
+        blocks.extend(lines)
+        at[0] = start + sum(len(line) + 1 for line in lines)
+
+    def handle_line(name: str, line: Line, state: FileState) -> None:
+        assert line.oversized and line.start == at[0]
+        alone.append(line.data)
+        at[0] = line.end
+
+    done = files.read([("f", str(path))], TranscriptCursor(), handle_line, ReadCounts(),
+                      handle_lines=handle_lines)
+    return blocks, alone, done.cursor.files["f"].offset, done.more
+
+
+def test_the_read_budget_holds_for_blocks(tmp_path: Path) -> None:
+    path = tmp_path / "f.jsonl"
+    path.write_bytes(b"aa\nbb\ncc\ndd\n")
+    assert blocks_read(path, JsonlFiles(budget_bytes=4)) == ([b"aa", b"bb"], [], 6, True)
+    assert blocks_read(path, JsonlFiles(budget_bytes=6)) == ([b"aa", b"bb"], [], 6, True)
+    assert blocks_read(path, JsonlFiles(budget_lines=3)) == ([b"aa", b"bb", b"cc"], [], 9, True)
+    assert blocks_read(path, JsonlFiles()) == ([b"aa", b"bb", b"cc", b"dd"], [], 12, False)
+
+
+def test_a_read_out_of_time_stops_after_a_block(tmp_path: Path) -> None:
+    path = tmp_path / "f.jsonl"
+    path.write_bytes(b"x\n" * 5_000)
+    ticks = iter(range(1_000_000))
+    blocks, _, offset, more = blocks_read(
+        path, JsonlFiles(budget_seconds=1.0, clock=lambda: float(next(ticks))))
+    assert more
+    assert len(blocks) == 512
+    assert offset == 2 * 512
+
+
+def test_an_oversized_line_goes_alone_between_blocks(tmp_path: Path) -> None:
+    path = tmp_path / "f.jsonl"
+    path.write_bytes(b"aa\n" + b"y" * 40 + b"\nbb\n")
+    blocks, alone, offset, more = blocks_read(path, JsonlFiles(max_line_bytes=16))
+    assert (blocks, alone, offset, more) == ([b"aa", b"bb"], [b"y" * 16], 47, False)

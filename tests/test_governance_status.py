@@ -11,6 +11,7 @@ import importlib.util
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -159,3 +160,27 @@ def test_a_gate_that_raised_in_a_hook_is_counted_in_the_gates_status(hooked_root
     assert (done.returncode, done.stdout) == (0, b"")
     assert _governance_faults(root, env) == {"gate_failed": 1}
     assert agent_helpers.hook_faults(root, env) == {"gate_failed": 1}
+
+
+def test_the_stamp_store_the_worker_looks_for_is_the_one_the_gate_keeps():
+    from hostcore.governance.plugin import STAMP_STORE
+    from hostcore.governance.stamps import FILE
+
+    assert Path(STAMP_STORE) == FILE
+
+
+def test_a_root_without_a_stamp_store_ticks_and_reports_no_faults_without_the_store(tmp_path):
+    script = (
+        "import sys\n"
+        "from hostcore.host import Host\n"
+        f"with Host(root={str(tmp_path / 'root')!r}, load_entrypoints=False, env={{}}) as h:\n"
+        "    report = h.tick()\n"
+        "    gate = h.status()['components']['worker']['governance']\n"
+        "step = [s for s in report.steps if s.name == 'governance'][0]\n"
+        "print(step.ok, step.skipped, gate, 'hostcore.governance.faults' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
+                         text=True).stdout
+    assert out.split("\n")[-2] == (
+        "True False {'available': True, 'faults': {}, 'last_fault_at': None} False")
+    assert not (tmp_path / "root" / "governance").exists()

@@ -285,13 +285,29 @@ def _holder_of(fd: int) -> str:
 
 def keep_report(path: Path, report: Any, what: str) -> None:
     """Keep ``report`` (anything msgspec encodes) at ``path`` for another process to
-    show: atomic, but never fsynced (a report is disposable). A write that fails
-    is logged, by kind, and never raised: reporting must not fail the work it
-    reports on (a full disk, say). ``what`` names it in the log line."""
+    show: atomic, but never fsynced (a report is disposable), and not written at
+    all when the file holds those bytes already (a quiet tick's poll summaries
+    are the last one's: a read costs less than a temp file and a rename). A write
+    that fails is logged, by kind, and never raised: reporting must not fail the
+    work it reports on (a full disk, say). ``what`` names it in the log line."""
+    data = msgspec.json.encode(report)
     try:
-        atomic_write(path, msgspec.json.encode(report), durable=False)
+        if not _holds(path, data):
+            atomic_write(path, data, durable=False)
     except OSError as exc:
         log.warning("could not keep %s: %s", what, type(exc).__name__)
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether the file at ``path`` (not a symlink) is exactly ``data``."""
+    try:
+        fd = open_state_file(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        return os.read(fd, len(data) + 1) == data
+    finally:
+        os.close(fd)
 
 
 def read_report(path: Path, type_: type[T]) -> T | None:

@@ -122,7 +122,7 @@ def dispatch_ratio(calls: int) -> tuple[float, float]:
             __name__ = f"listener-{i}"
 
             @hookimpl
-            def hostcore_work_item_event(self, event, host):
+            def hostcore_work_item_event(self, event: object, host: object) -> None:
                 return None
 
         return Listener()
@@ -140,13 +140,13 @@ def dispatch_ratio(calls: int) -> tuple[float, float]:
 
     class Spec:
         @spec
-        def bench_event(self, event, host):
+        def bench_event(self, event: object, host: object) -> None:
             """The same shape as hostcore_work_item_event."""
 
     def make_raw(i: int) -> object:
         class Raw:
             @impl
-            def bench_event(self, event, host):
+            def bench_event(self, event: object, host: object) -> None:
                 return None
 
         return Raw()

@@ -596,6 +596,16 @@ LinesParser = Callable[["TranscriptSource", str, list[bytes], FileState, "list[E
                        None]
 
 
+def parse_one(parse_lines: LinesParser, source: TranscriptSource, name: str, data: bytes,
+              state: FileState) -> EvidenceRow | None:
+    """The row ``parse_lines`` gives for the one line ``data`` (``None``: it gave none):
+    how a source with a block parser answers its :data:`LineParser` for a line that is
+    not oversized, so the two can never disagree."""
+    rows: list[EvidenceRow] = []
+    parse_lines(source, name, [data], state, rows)
+    return rows[0] if rows else None
+
+
 class TranscriptSource:
     """A source over a folder of JSONL transcripts (see the contrib sources).
 

@@ -40,7 +40,7 @@ import msgspec
 
 from hostcore.evidence import usage_fields
 from hostcore.evidence.rows import EvidenceRow
-from hostcore.evidence.transcripts import FileState, Line, TranscriptSource, data_key
+from hostcore.evidence.transcripts import FileState, Line, TranscriptSource, data_key, parse_one
 from hostcore.evidence.usage_fields import BadUsage, Count
 
 NAME = "claude-code"
@@ -119,9 +119,7 @@ def parse_line(source: TranscriptSource, name: str, line: Line,
     if line.oversized:
         source.counts.oversized += 1
         return None
-    rows: list[EvidenceRow] = []
-    parse_lines(source, name, [line.data], state, rows)
-    return rows[0] if rows else None
+    return parse_one(parse_lines, source, name, line.data, state)
 
 
 def parse_lines(source: TranscriptSource, name: str, lines: list[bytes], state: FileState,

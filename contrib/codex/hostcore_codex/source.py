@@ -43,6 +43,7 @@ from hostcore.evidence.transcripts import (
     TranscriptSource,
     data_key,
     json_string_field,
+    parse_one,
     strip_credentials,
 )
 
@@ -108,9 +109,7 @@ def parse_line(source: TranscriptSource, name: str, line: Line,
                              json_string_field(data, "cwd"),
                              json_string_field(data, "repository_url"))
         return None
-    rows: list[EvidenceRow] = []
-    parse_lines(source, name, [line.data], state, rows)
-    return rows[0] if rows else None
+    return parse_one(parse_lines, source, name, line.data, state)
 
 
 def parse_lines(source: TranscriptSource, name: str, lines: list[bytes], state: FileState,

@@ -4,6 +4,7 @@ full path, which calls the plugin's hook and counts the fault."""
 
 from __future__ import annotations
 
+import compileall
 import importlib.util
 import json
 import subprocess
@@ -66,6 +67,9 @@ def setup(tmp_path, fake_site):
     (fake_site.folder / f"{lean}.py").write_text(textwrap.dedent(_LEAN))
     fake_site.modules.append(lean)
     fake_site.add("hostcore-watcher", {"watcher": textwrap.dedent(_PLUGIN.format(lean=lean))})
+    # Compiled now, as pip compiles what it installs: a __pycache__ made by the first
+    # hook would change the folder, so the plugin index would be built once more.
+    compileall.compile_dir(fake_site.folder, quiet=1)
     env = helpers.agent_env(tmp_path, PYTHONPATH=str(fake_site.folder))
     env[ENV_ALLOW] = "watcher"
     root = tmp_path / "root"

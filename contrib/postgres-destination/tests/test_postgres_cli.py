@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import json
 import os
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import hostcore_postgres.plugin as postgres_plugin
+import msgspec
 import pytest
 from hostcore_postgres.schema import SCHEMA_VERSION
 
+from hostcore.export.exporter import BACKOFF_PATH, Backoff
 from hostcore.host import Host
 
 SECRET = "s3cret-Pa55-do-not-leak"
@@ -168,6 +172,7 @@ def test_bad_input_is_one_line_exit_1_and_the_next_run_resumes(pg, tmp_path, cli
 
     _fix(pg, case)
     (root / "hostcore.toml").write_text(_toml({"dsn": pg.dsn}))
+    _wait_out_backoff(root)  # the failed run deferred the next by QUICK_RETRY's 10 ms
     resumed = cli("export", "-d", "postgres")
     assert resumed.exit_code == 0, resumed.stderr
     assert pg.held(origin) == list(range(1, 11))
@@ -181,6 +186,16 @@ def _fix(pg, case: str) -> None:
         pg.query("ALTER TABLE hostcore.rows ADD COLUMN git_remote text NOT NULL DEFAULT ''")
     elif case == "altered_key":
         pg.query("ALTER TABLE hostcore.rows ADD PRIMARY KEY (stream, origin, position)")
+
+
+def _wait_out_backoff(root: Path) -> None:
+    """Until the back-off the last failed export recorded has run out: a run made
+    sooner (an in-process command can follow within milliseconds) is deferred."""
+    backoff = msgspec.json.decode((root / BACKOFF_PATH).read_bytes(), type=Backoff)
+    retry_at = datetime.fromisoformat(backoff.retry_at.replace("Z", "+00:00"))
+    left = (retry_at - datetime.now(UTC)).total_seconds()
+    assert left < 5, backoff  # QUICK_RETRY's, not a default back-off
+    time.sleep(max(0.0, left) + 0.01)
 
 
 def _toml(table: dict[str, str]) -> str:

@@ -16,12 +16,11 @@ from typing import Annotated, Any, TypeVar
 
 import msgspec
 
-from hostcore.config_tables import find_table, table_name
+from hostcore.config_tables import CONFIG_FILE_NAME, find_table, two_spellings
 from hostcore.errors import ConfigError
 
 log = logging.getLogger("hostcore.config")
 
-CONFIG_FILE_NAME = "hostcore.toml"
 
 T = TypeVar("T")
 # A day is the longest interval that makes sense for a tick or a poll; an
@@ -99,9 +98,10 @@ class Config:
     def plugin(self, name: str, type_: type[T]) -> T:
         """Decode the ``[plugins.<name>]`` table as ``type_`` (defaults if absent).
 
-        The table is found under any spelling of ``name`` that :func:`table_name`
-        makes the same (``[plugins.claude_code]`` for ``claude-code``), the way
-        the entry-point and distribution names it stands for are matched.
+        The table is found under any spelling of ``name`` that
+        :func:`~hostcore.config_tables.table_name` makes the same
+        (``[plugins.claude_code]`` for ``claude-code``), the way the entry-point and
+        distribution names it stands for are matched.
         """
         self.read_tables.add(name)
         spelled, table = find_table(self.settings.plugins, name) or (name, {})
@@ -166,16 +166,14 @@ def parse_settings(raw: Any, origin: str) -> Settings:
     # so the message can name the plugin.
     plugins = raw.get("plugins") if isinstance(raw, dict) else None
     if isinstance(plugins, dict):
-        spellings: dict[str, str] = {}
         for name, table in plugins.items():
             if not isinstance(table, dict):
                 raise ConfigError(f"{origin}: bad value for `plugins.{name}`: "
                                   f"expected a table, got {type(table).__name__}")
-            # Two spellings of one table: which one a plugin reads would be an accident.
-            other = spellings.setdefault(table_name(name), name)
-            if other != name:
-                raise ConfigError(f"{origin}: [plugins.{other}] and [plugins.{name}] are "
-                                  "the same plugin's table; keep one")
+        twice = two_spellings(plugins)
+        if twice is not None:
+            raise ConfigError(f"{origin}: [plugins.{twice[0]}] and [plugins.{twice[1]}] are "
+                              "the same plugin's table; keep one")
     try:
         return msgspec.convert(raw, type=Settings)
     except msgspec.ValidationError as exc:

@@ -26,7 +26,7 @@ import time
 
 from hostcore.agents import dispatch
 from hostcore.agents.budget import BUDGET_FLOOR_SECONDS, budget_seconds
-from hostcore.config_tables import find_table, table_name
+from hostcore.config_tables import CONFIG_FILE_NAME, find_table, two_spellings
 from hostcore.msgspec_import import import_msgspec
 from hostcore.plugin.lean import LeanEvent
 
@@ -35,8 +35,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-# The host's default config file (hostcore.config.CONFIG_FILE_NAME, which imports msgspec).
-CONFIG_FILE_NAME = "hostcore.toml"
 
 
 def plugin_tables(root: str, config: str | None) -> dict[str, object] | None:
@@ -61,7 +59,7 @@ def plugin_tables(root: str, config: str | None) -> dict[str, object] | None:
         return None  # tomllib.TOMLDecodeError is a ValueError
     tables = raw.get("plugins", {})
     if not isinstance(tables, dict) or not all(isinstance(t, dict) for t in tables.values()) \
-            or len({table_name(name) for name in tables}) != len(tables):
+            or two_spellings(tables) is not None:
         return None
     return tables
 

@@ -25,10 +25,10 @@ from pathlib import Path
 HOSTCORE = Path(__file__).resolve().parents[1] / "hostcore"
 
 # Import nothing of hostcore but hostcore.errors and hostcore.config_tables (errors,
-# timestamps, config_tables and msgspec_import: nothing).
+# timestamps, config_tables, msgspec_import and digests: nothing).
 FOUNDATION = frozenset({"hostcore.errors", "hostcore.timestamps", "hostcore.config",
-                        "hostcore.config_tables", "hostcore.msgspec_import", "hostcore.files",
-                        "hostcore.records", "hostcore.telemetry"})
+                        "hostcore.config_tables", "hostcore.msgspec_import", "hostcore.digests",
+                        "hostcore.files", "hostcore.records", "hostcore.telemetry"})
 # Each keeps its engine, its built-in plugin.py and its commands.py together.
 DOMAINS = ("evidence", "export", "workitems", "scaffold", "agents", "governance")
 # What reaches a destination's hash definitions: the one cross-domain module-level import.
@@ -208,7 +208,7 @@ def test_foundation_modules_import_only_errors_and_config_tables():
                     ("module", "lazy")) == []
     assert breaches(lambda m: m in ("hostcore.errors", "hostcore.timestamps",
                                     "hostcore.config_tables", "hostcore.msgspec_import",
-                                    "hostcore._moved"), (),
+                                    "hostcore.digests", "hostcore._moved"), (),
                     ("module", "lazy")) == []
 
 

@@ -28,12 +28,8 @@ import os
 import sys
 import time
 
+from hostcore.digests import blake2b
 from hostcore.plugin.interest import KNOWN_EVENTS, TOOL_EVENTS, is_handler_name
-
-try:  # CPython's own BLAKE2, without hashlib's OpenSSL (see hostcore.evidence.blake2)
-    from _blake2 import blake2b
-except ImportError:  # an interpreter without it
-    from hashlib import blake2b
 
 # typing is not imported: mypy reads this constant as typing's.
 TYPE_CHECKING = False

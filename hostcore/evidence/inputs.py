@@ -35,7 +35,7 @@ import msgspec
 
 from hostcore.errors import HostcoreError
 from hostcore.evidence.paths import ancestors, normalize_dir
-from hostcore.export.ref import EMPTY_IDENTITY, identity
+from hostcore.export.ref import identity, sha256_hex
 from hostcore.files import atomic_write, file_lock
 
 if TYPE_CHECKING:
@@ -68,14 +68,6 @@ class PolicyStateError(Exception):
 def _locked(path: Path) -> contextlib.AbstractContextManager[None]:
     """Serialise read-modify-write of one policy file across processes."""
     return file_lock(path.parent / f".{path.name}.lock")
-
-
-def _sha256_hex(data: bytes) -> str:
-    if not data:
-        return EMPTY_IDENTITY  # a missing or empty file: SHA-256 of no bytes
-    import hashlib  # here, not at the top: it loads OpenSSL (a cold start's 2-3 ms)
-
-    return hashlib.sha256(data).hexdigest()
 
 
 def _stat_key(path: Path) -> tuple[int, int, int] | None:
@@ -130,7 +122,7 @@ class ClassList:
             self._digest = None
             self._by_directory.clear()
             return "unreadable"
-        digest = _sha256_hex(data)
+        digest = sha256_hex(data)
         if digest != self._digest:
             self._digest = digest
             self._by_directory.clear()
@@ -277,7 +269,7 @@ class SyncOptOut:
     def _fail(self, error: str, data: bytes) -> None:
         self._ids = frozenset()
         self._error = error
-        self._part = "unreadable:" + _sha256_hex(data)
+        self._part = "unreadable:" + sha256_hex(data)
 
     def fingerprint_part(self) -> str:
         self._current()

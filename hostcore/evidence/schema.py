@@ -27,8 +27,8 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from hostcore.digests import blake2b
 from hostcore.errors import HostcoreError
-from hostcore.evidence.blake2 import blake2b
 from hostcore.files import ensure_dir, open_state_file
 
 # 2: purged_keys and source_health. A store at 2 refuses hostcore releases that

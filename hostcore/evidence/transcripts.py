@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, BinaryIO, NamedTuple
 
 import msgspec
 
-from hostcore.evidence.blake2 import blake2b
+from hostcore.digests import blake2b
 from hostcore.evidence.rows import SourceBatch, storable_text
 from hostcore.files import LockBusy
 from hostcore.records import encode_json

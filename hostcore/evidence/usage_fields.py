@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from hostcore.evidence.blake2 import blake2b
+from hostcore.digests import blake2b
 
 # The largest count accepted: far past any real response (a million-token context
 # a request, for years), small enough that sums of millions of them fit SQLite's

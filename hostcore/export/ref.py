@@ -23,28 +23,16 @@ and a missing one decodes as that zero value.
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
+# SHA-256 without hashlib's OpenSSL: a cold `status` or `run --once` folds a policy
+# fingerprint.
+from hostcore.digests import sha256 as _sha256
 from hostcore.errors import HostcoreError
-
-# CPython's own SHA-256, without hashlib: importing hashlib loads OpenSSL and lists
-# its digests (2-6 ms of a cold `status` or `run --once`, which fold a policy
-# fingerprint), though the digest is the same bit for bit.
-if TYPE_CHECKING:  # the C modules have no stubs; hashlib's constructor is the same
-    from hashlib import sha256 as _sha256
-else:
-    try:  # the one module this interpreter has (a failed import costs a path search)
-        if sys.version_info >= (3, 12):
-            from _sha2 import sha256 as _sha256
-        else:
-            from _sha256 import sha256 as _sha256
-    except ImportError:  # an interpreter without CPython's modules
-        from hashlib import sha256 as _sha256
 
 DEFAULT_STREAM = "main"
 # The longest identity a Ref carries: a hash is 64 hex digits; a destination may

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from hostcore.digests import sha256
 from hostcore.errors import HostcoreError
 from hostcore.export.ref import GOVERNANCE, IDENTITY_MAX_CHARS, fold
 from hostcore.plugin.calls import callers, failed, guarded
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
     from hostcore.host import Host
 
 HOOK = "hostcore_governance_inputs"
+# How much of a governing file one read takes while it is hashed.
+_CHUNK = 1 << 16
 # The built-in plugin's name: its members are keyed as it gives them; every other
 # plugin's are prefixed with its name, so two plugins never collide on a member.
 BUILTIN = "hostcore.governance.plugin"
@@ -91,11 +94,12 @@ def file_digest(path: str | Path) -> str | None:
             return None
     if not stat.S_ISREG(found.st_mode):
         return None  # never opened: a FIFO would block the gate
-    import hashlib  # here, not at the top: it loads OpenSSL (a cold start's 2-3 ms)
-
     try:
         with open(path, "rb") as handle:
-            return hashlib.file_digest(handle, "sha256").hexdigest()
+            digest = sha256()
+            while chunk := handle.read(_CHUNK):
+                digest.update(chunk)
+            return digest.hexdigest()
     except OSError:
         return None
 

@@ -186,3 +186,18 @@ def test_a_writer_killed_mid_append_leaves_rows_and_aggregate_agreeing(tmp_path)
     assert rows >= 3 * 2_000 and rows % 2_000 == 0
     assert aggregate(path)[0][2:7] == (rows // 2, rows // 2, rows, rows * 3 // 2, rows * 2)
     assert [line[:7] for line in aggregate(path)] == recount(path)
+
+
+def test_responses_and_buckets_split_over_several_statements_count_once_each(
+        tmp_path, monkeypatch):
+    import hostcore.evidence.usage_totals as usage_totals
+
+    # Two rows a statement: a batch's responses and buckets take several each.
+    monkeypatch.setattr(usage_totals, "_CHUNK_ROWS", 2)
+    store = Store(tmp_path / "store.sqlite3")
+    store.append([usage_row("r1", (1, 0, 0, 0), key="a")])
+    store.append([usage_row(f"r{n}", (n, 0, 0, 0), key=f"k{n}", model=f"m{n % 3}",
+                            ts=f"2025-09-14T1{n % 4}:05:00Z") for n in range(7)])
+    assert [found[:7] for found in aggregate(store.path)] == recount(store.path)
+    assert sum(found[2] for found in aggregate(store.path)) == 7  # r1 once
+    assert sum(found[3] for found in aggregate(store.path)) == 21

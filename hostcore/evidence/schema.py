@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from hostcore.digests import blake2b
 from hostcore.errors import HostcoreError
@@ -143,12 +144,23 @@ COUNTED_BEFORE = ("SELECT response FROM usage_responses WHERE response IN "
 # The bucket of each of a JSON list of times (NULL: SQLite cannot read it), as the
 # delete trigger works it out.
 BUCKETS = f"SELECT value, unixepoch(value) / {15 * 60} FROM json_each(?)"
-# Record a response as counted by a row, unless it is already.
-COUNT_RESPONSE = ("INSERT INTO usage_responses (response, position) VALUES (?, ?) "
-                  "ON CONFLICT (response) DO NOTHING")
-# Add one bucket's totals; parameters: scope, session, model, bucket, responses,
-# the four token kinds, above_tier (JSON, four counts).
-ADD_USAGE = """INSERT INTO usage VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+
+
+def count_responses(count: int) -> str:
+    """Record ``count`` responses as counted, each by a row, unless one is already:
+    two parameters each, the response digest and the row's position."""
+    return ("INSERT INTO usage_responses (response, position) VALUES " + _values(2, count)
+            + " ON CONFLICT (response) DO NOTHING")
+
+
+def add_usage(count: int) -> str:
+    """Add ``count`` buckets' totals (no two of one bucket), ten parameters each:
+    scope, session, model, bucket, responses, the four token kinds, above_tier
+    (JSON, four counts)."""
+    return "INSERT INTO usage VALUES " + _values(10, count) + _ADD_USAGE_CONFLICT
+
+
+_ADD_USAGE_CONFLICT = """
 ON CONFLICT (scope, session_id, model, bucket) DO UPDATE SET
     responses = responses + excluded.responses,
     input_tokens = input_tokens + excluded.input_tokens,
@@ -203,6 +215,27 @@ def count_tuples(count: int) -> str:
     the order given; a known one counts the new rows."""
     return ("INSERT INTO tuples (part, scope, git_remote, rows) VALUES " + _values(4, count)
             + " ON CONFLICT (part, scope, git_remote) DO UPDATE SET rows = rows + excluded.rows")
+
+
+def insert_chunked(db: sqlite3.Connection, statement: Callable[[int], str],
+                   params: list[Any], width: int, chunk_rows: int) -> int:
+    """Run ``statement(n)`` (a multi-row ``VALUES`` statement of ``width``
+    parameters a row) over ``params``, in order, up to ``chunk_rows`` rows a time
+    (fewer when SQLite was built to take fewer parameters); returns how many rows
+    the statements changed.
+
+    Never ``executemany``: it takes Python's global lock back after every row,
+    and while the ingest worker reads on another thread each of those takes
+    costs both threads a switch (for a batch's usage responses, that was most of
+    what usage fields cost an ingest: benchmarks/ingest.py).
+    """
+    limit = db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width
+    step = min(chunk_rows, limit) * width
+    before = db.total_changes
+    for start in range(0, len(params), step):
+        chunk = params[start:start + step]
+        db.execute(statement(len(chunk) // width), chunk)
+    return db.total_changes - before
 
 
 # The rows appended after a position, per tuple, in the order tuples first appear.

@@ -767,19 +767,8 @@ def _plain_text(params: list[Any]) -> bool:
 
 def _insert_chunked(db: sqlite3.Connection, statement: Callable[[int], str],
                     params: list[Any], width: int) -> None:
-    """Run ``statement(n)`` (a multi-row ``VALUES`` statement of ``width``
-    parameters a row) over ``params``, in order, up to :data:`INSERT_CHUNK_ROWS`
-    rows a time.
-
-    Never ``executemany``: it takes Python's global lock back after every row,
-    and while the ingest worker reads on another thread each of those takes
-    costs both threads a switch.
-    """
-    limit = db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width
-    step = min(INSERT_CHUNK_ROWS, limit) * width
-    for start in range(0, len(params), step):
-        chunk = params[start:start + step]
-        db.execute(statement(len(chunk) // width), chunk)
+    """:func:`schema.insert_chunked` by :data:`INSERT_CHUNK_ROWS` rows."""
+    schema.insert_chunked(db, statement, params, width, INSERT_CHUNK_ROWS)
 
 
 def _tuples_since(db: sqlite3.Connection, head: int) -> dict[TupleKey, int]:

@@ -26,6 +26,8 @@ __all__ = ["Counted", "Noted", "add_usage", "note"]
 
 _NONE_ABOVE = (0, 0, 0, 0)
 _encoder = msgspec.json.Encoder()
+# Rows per statement of responses and of buckets (as many as SQLite takes, if fewer).
+_CHUNK_ROWS = 2_500
 # Seconds in one bucket of the aggregate (the delete trigger's 15 * 60).
 _BUCKET_SECONDS = 15 * 60
 # A stored time in the canonical form (hostcore.timestamps.canonical), which nearly
@@ -100,8 +102,9 @@ def add_usage(db: sqlite3.Connection, counted: Sequence[Counted]) -> None:
         firsts[usage.response] = (position, (scope, session, usage.model, bucket), usage)
     if not firsts:
         return
-    recorded = db.executemany(schema.COUNT_RESPONSE, [
-        (response, first[0]) for response, first in firsts.items()]).rowcount
+    recorded = schema.insert_chunked(db, schema.count_responses, [
+        value for response, first in firsts.items() for value in (response, first[0])],
+        2, _CHUNK_ROWS)
     counted_before: set[str] = set()
     if recorded != len(firsts):
         # Some were counted by earlier rows, which all sit before this batch's.
@@ -125,8 +128,9 @@ def add_usage(db: sqlite3.Connection, counted: Sequence[Counted]) -> None:
             if usage.above_tier is not _NONE_ABOVE:
                 for at, n in enumerate(usage.above_tier, start=5):
                     total[at] += n
-    db.executemany(schema.ADD_USAGE, [
-        (*key, *total[:5], _above_text(total[5:])) for key, total in totals.items()])
+    schema.insert_chunked(db, schema.add_usage, [
+        value for key, total in totals.items()
+        for value in (*key, *total[:5], _above_text(total[5:]))], 10, _CHUNK_ROWS)
 
 
 def _text_buckets(times: list[str]) -> list[int | None]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 # reads a constant of this name as typing's.
 TYPE_CHECKING = False
 
-__version__ = "0.2.7"
+__version__ = "0.2.8"
 
 # The generation of the hook API (hostcore.plugin.hookspecs). Hooks only ever gain
 # arguments and new hooks are only ever added, so one counter is enough: it goes up

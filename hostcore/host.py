@@ -361,8 +361,9 @@ class Host:
     def ledger(self) -> Ledger:
         """The work-item ledger, ``<root>/ledger`` (portable records and their index)."""
         from hostcore.workitems.ledger import Ledger
+        from hostcore.workitems.summary import LEDGER_DIR
 
-        ledger = Ledger(self.root / "ledger", on_event=self.emit, read_only=self.read_only)
+        ledger = Ledger(self.root / LEDGER_DIR, on_event=self.emit, read_only=self.read_only)
         self.on_close(ledger.close)
         return ledger
 

@@ -117,11 +117,15 @@ def test_listing_plugins_with_a_configured_gh_spawns_nothing(tmp_path):
 # shutil (and the compression modules it imports): the terminal's width comes from os.
 COLD_UNUSED = ("json", "tomllib", "dataclasses", "shutil", "bz2", "lzma", "hashlib",
                "_hashlib", "random")
+# The poll machinery too: on an empty root no provider is usable (gh has no repos),
+# so a tick's poll step and status need only the last cycle's summary.
 UNUSED_ON_A_COLD_COMMAND = {
-    ("status", "--json"): (*COLD_UNUSED, "hostcore_github_capture.commands"),
+    ("status", "--json"): (*COLD_UNUSED, "hostcore_github_capture.commands",
+                           "hostcore.workitems.poller"),
     ("plugins", "--json"): COLD_UNUSED,
     # A tick's --json lines are written by msgspec too (plugin.cli.emit_json_line).
-    ("run", "--once", "--json"): (*COLD_UNUSED, "hostcore_github_capture.commands"),
+    ("run", "--once", "--json"): (*COLD_UNUSED, "hostcore_github_capture.commands",
+                                  "hostcore.workitems.poller"),
 }
 
 

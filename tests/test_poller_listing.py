@@ -227,7 +227,36 @@ def test_an_unavailable_provider_is_skipped_and_the_host_keeps_running(make_host
     report = host.tick()
     assert report.ok
     assert host.status()["components"]["provider"]["listing"]["available"] is False
-    assert host.poller.last[0].available is False
+    assert host.poller.last_cycle()[0].available is False
+
+
+def test_a_tick_in_which_no_provider_is_usable_reports_it_to_status_in_another_host(
+        make_host, provider, collected_events, tmp_path):
+    provider.unavailable = "the GitHub CLI is not installed"
+    host = make_host(provider, root=tmp_path / "root")
+    (step,) = [s for s in host.tick().steps if s.name == "poll"]
+    assert step.ok and step.counts["providers"] == 1 and step.counts["errors"] == 1
+    (cycle,) = collected_events.named("poll.cycle")
+    assert cycle.attributes["available"] is False and cycle.attributes["errors"] == 1
+    other = make_host(provider, root=tmp_path / "root")  # as `hostcore status` would
+    ledger = other.status()["components"]["worker"]["poll"]
+    assert ledger["last_cycle"]["providers"] == 1 and ledger["last_cycle"]["errors"] == 1
+
+
+def test_ended_records_wait_for_a_cycle_that_can_list_to_be_archived(
+        make_host, provider, tmp_path):
+    host = make_host(provider, root=tmp_path / "root")
+    old = "2026-01-01T00:00:00Z"
+    host.ledger.write(PortableRecord(ref="o/r#9", ended=EndedStamp(
+        at=old, state="closed", state_reason="completed", closed_at=old, closed_by="octocat")))
+    provider.unavailable = "the GitHub CLI is not installed"
+    host.tick()
+    assert host.ledger.status()["archived"] == 0  # nothing was listed: nothing moves
+    provider.unavailable = None
+    host = make_host(provider, root=tmp_path / "root")  # the next cron run
+    host.tick()
+    assert host.ledger.status()["archived"] == 1
+    assert host.ledger.read("o/r#9").ended.at == old
 
 
 def test_the_poll_worker_runs_in_the_tick_before_default_workers(make_host, provider):

@@ -14,7 +14,7 @@ import click
 from hostcore.files import LockBusy
 from hostcore.host import Host
 from hostcore.plugin.cli import emit_json, json_option, pass_host, stop_on_signals
-from hostcore.workitems.poller import PollSummary
+from hostcore.workitems.summary import PollSummary
 
 # While waiting for the step lock, or for the next cycle, look at the stop event (and
 # re-read the config file) this often, so SIGTERM is honoured and an edited interval

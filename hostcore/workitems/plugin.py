@@ -13,14 +13,20 @@ from typing import TYPE_CHECKING, Any
 
 from hostcore.errors import HostcoreError
 from hostcore.plugin.markers import hookimpl
-from hostcore.plugin.registration import WorkerResult
+from hostcore.plugin.registration import WorkerResult, availability
 from hostcore.telemetry import EventSpec
+from hostcore.workitems.summary import (
+    LEDGER_DIR,
+    PollSummary,
+    idle_cycle,
+    keep_last_cycle,
+    read_last_cycle,
+)
 
 if TYPE_CHECKING:
     import click
 
     from hostcore.host import Host
-    from hostcore.workitems.poller import PollSummary
 
 _SCOPE_COUNTS = {f"scopes_{s}": int for s in ("complete", "failed", "interrupted", "degraded")}
 _SETS = ("tracked", "ledger_only")
@@ -101,6 +107,7 @@ class PollWorker:
     def __init__(self, host: Host) -> None:
         self.host = host
         self._last_cycle: float | None = None
+        self._summaries: list[PollSummary] = []  # this process's last cycle
 
     @property
     def deadline_seconds(self) -> float:
@@ -111,7 +118,16 @@ class PollWorker:
         if self._last_cycle is not None and time.monotonic() - self._last_cycle < interval:
             return WorkerResult(counts={"skipped": 1})
         self._last_cycle = time.monotonic()
-        summaries = host.poller.cycle(host.stop)
+        refused = [(provider, availability(provider)) for provider in host.providers]
+        if all(reason is not None for _, reason in refused):
+            # Nothing can be listed, so nothing in the ledger can change: the poll
+            # machinery is not even imported (see hostcore.workitems.summary).
+            self._summaries = idle_cycle(
+                [(provider, str(reason)) for provider, reason in refused], host.emit)
+            if not host.read_only:
+                keep_last_cycle(host.root / LEDGER_DIR, self._summaries)
+            return WorkerResult(counts=_totals(self._summaries))
+        summaries = self._summaries = host.poller.cycle(host.stop)
         failed = [f"{s.provider}: {s.ledger_error}" for s in summaries if s.ledger_error]
         if failed:
             raise PollFailed(f"the ledger could not be written: {'; '.join(failed)}")
@@ -119,7 +135,8 @@ class PollWorker:
 
     def status(self) -> dict[str, Any]:
         report: dict[str, Any] = {"ledger": self.host.ledger.status()}
-        last = self.host.poller.last_cycle()  # this process's, or the one kept on disk
+        # This process's last cycle, or the one any process kept on disk.
+        last = self._summaries or read_last_cycle(self.host.root / LEDGER_DIR)
         if last:
             report["last_cycle"] = _totals(last)
             unlisted = {f"{s.provider}:{scope}": status for s in last

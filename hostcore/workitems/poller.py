@@ -65,7 +65,6 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 
 from hostcore.errors import RecordError
-from hostcore.files import keep_report, read_report
 from hostcore.plugin.calls import callers, plugin_output
 from hostcore.plugin.registration import availability
 from hostcore.timestamps import format_utc, parse_exact, utc_now
@@ -97,14 +96,24 @@ from hostcore.workitems.records import (
     with_backoff,
     without_future,
 )
+from hostcore.workitems.summary import (
+    # Re-exported: they lived here until hostcore 0.2.8, and plugins import them from here.
+    LAST_CYCLE_FILE as LAST_CYCLE_FILE,
+)
+from hostcore.workitems.summary import (
+    PollSummary as PollSummary,
+)
+from hostcore.workitems.summary import (
+    emit_cycle,
+    keep_last_cycle,
+    read_last_cycle,
+    unavailable,
+)
 
 if TYPE_CHECKING:
     from hostcore.host import Host
 
 log = logging.getLogger("hostcore.workitems.poller")
-
-# The last cycle's summaries, beside the ledger (``hostcore status`` reads them).
-LAST_CYCLE_FILE = "last-cycle.json"
 
 # A ledger-only record is due once it has been absent this many poll intervals.
 LEDGER_RECHECK_EVERY_CYCLES = 60
@@ -143,59 +152,6 @@ Dispatch = Callable[[WorkItemEvent], int]
 # A scope whose absences prove something: "" for a complete listing, else the change
 # marker after which an interrupted listing is complete.
 Proof = dict[str, str]
-
-
-class PollSummary(msgspec.Struct, kw_only=True):
-    """What one cycle did for one provider (``hostcore poll --json`` keys)."""
-
-    provider: str
-    available: bool = True
-    configured: bool = True
-    listing: str = "none"  # complete | partial | failed | none
-    scopes: dict[str, int] = msgspec.field(default_factory=dict)
-    unlisted: dict[str, str] = msgspec.field(default_factory=dict)
-    listed: int = 0
-    new: int = 0
-    changed: int = 0
-    commented: int = 0
-    tracked_checks: int = 0
-    ledger_checks: int = 0
-    closures: int = 0
-    moved: int = 0
-    paused: int = 0
-    future_stamps: int = 0
-    tracked_stopped_at: str = ""
-    failing: int = 0
-    deferred: int = 0
-    gone: int = 0
-    held: int = 0
-    capped: list[str] = msgspec.field(default_factory=list)
-    unresolved: dict[str, str] = msgspec.field(default_factory=dict)
-    budget_spent: bool = False
-    ledger_error: str = ""
-    errors: list[str] = msgspec.field(default_factory=list)
-    duration_ms: int = 0
-
-    def failures(self) -> list[str]:
-        """What makes ``hostcore poll --once`` exit 1, one phrase each (names scopes):
-        an unavailable provider that is configured, a listing that raised, a scope
-        that failed, was interrupted (but not by the provider's own page cap) or was
-        rate-limited, a scope whose relocation question fails, records whose closure
-        question fails (asked again on their backoff), a ledger that could not be
-        written."""
-        if not self.available:
-            return ["unavailable"] if self.configured else []
-        found = ["could not list"] if self.listing == "failed" else []
-        found += [f"{scope} ({status})" for scope, status in sorted(self.unlisted.items())
-                  if status in ("failed", "degraded")
-                  or (status == "interrupted" and scope not in self.capped)]
-        found += [f"{scope} (could not tell whether it moved)"
-                  for scope in sorted(self.unresolved)]
-        if self.failing:
-            found.append(f"{self.failing} record(s) whose closure question fails")
-        if self.ledger_error:
-            found.append(f"ledger: {self.ledger_error}")
-        return found
 
 
 class Poller:
@@ -272,7 +228,7 @@ class Poller:
         if not self.ledger.read_only:
             if stop is None or not stop.is_set():
                 self._archive_ended()
-            keep_report(self.last_cycle_path, summaries, "the last poll cycle's summary")
+            keep_last_cycle(self.ledger.directory, summaries)
         return summaries
 
     def _archive_ended(self) -> None:
@@ -299,26 +255,24 @@ class Poller:
     def last_cycle(self) -> list[PollSummary]:
         """The last cycle's summaries: this process's, else those the last cycle of
         any process kept; ``[]`` when there are none or they cannot be read."""
-        return self.last or read_report(self.last_cycle_path, list[PollSummary]) or []
+        return self.last or read_last_cycle(self.ledger.directory)
 
     def poll_provider(self, provider: Any, budget: CycleBudget | None = None) -> PollSummary:
         """One provider's part of a cycle, within ``budget`` (default: unbounded)."""
         budget = budget or CycleBudget(None)
         started = time.monotonic()
-        summary = PollSummary(provider=provider.name)
         reason = availability(provider)
         if reason is not None:
-            summary.available = False
-            summary.configured = _configured(provider)
-            summary.errors.append(reason)
+            summary = unavailable(provider, reason)
         else:
+            summary = PollSummary(provider=provider.name)
             with applied(budget):
                 try:
                     self._poll(provider, self.clock(), budget, summary)
                 except (OSError, sqlite3.DatabaseError) as exc:
                     self._ledger_failed(summary, exc)
         summary.duration_ms = int((time.monotonic() - started) * 1000)
-        self._emit_cycle(summary)
+        emit_cycle(self.emit, summary)
         return summary
 
     def _poll(self, provider: Any, moment: datetime, budget: CycleBudget,
@@ -933,35 +887,6 @@ class Poller:
         log.info("the ledger could not be used (%s); a provider's cycle ended early",
                  type(exc).__name__)
 
-    def _emit_cycle(self, summary: PollSummary) -> None:
-        counts = {
-            "available": summary.available,
-            "listing": summary.listing,
-            "listed": summary.listed,
-            "new": summary.new,
-            "changed": summary.changed,
-            "tracked_checks": summary.tracked_checks,
-            "ledger_checks": summary.ledger_checks or None,
-            "closures": summary.closures or None,
-            "moved": summary.moved or None,
-            "paused": summary.paused or None,
-            "future_stamps": summary.future_stamps or None,
-            "failing": summary.failing or None,
-            "deferred": summary.deferred or None,
-            "gone": summary.gone or None,
-            "held": summary.held or None,
-            "unresolved": len(summary.unresolved) or None,
-            "budget_spent": summary.budget_spent or None,
-            "ledger_failed": bool(summary.ledger_error) or None,
-            "errors": len(summary.errors),
-            "scopes_complete": summary.scopes.get("complete", 0),
-            "scopes_failed": summary.scopes.get("failed", 0),
-            "scopes_interrupted": summary.scopes.get("interrupted", 0),
-            "scopes_degraded": summary.scopes.get("degraded", 0),
-            "duration_ms": summary.duration_ms,
-        }
-        self.emit("poll.cycle", **{k: v for k, v in counts.items() if v is not None})
-
 
 def _proof(listing: Listing) -> Proof:
     """The scopes whose listing proves absence: complete ones (``""``), and interrupted
@@ -983,20 +908,6 @@ def _taking_missing(current: PortableRecord, old: PortableRecord) -> PortableRec
     if old.poll is not None and "poll" in taken:  # the old ref's failures are not the new one's
         taken["poll"] = msgspec.structs.replace(old.poll, backoff=None)
     return msgspec.structs.replace(current, **taken) if taken else None
-
-
-def _configured(provider: Any) -> bool:
-    """False only when the provider says it has nothing to poll because nobody
-    configured it (an optional ``configured()``); its unavailability is then normal."""
-    configured = getattr(provider, "configured", None)
-    if not callable(configured):
-        return True
-    try:
-        return bool(configured())
-    except Exception:
-        log.debug("provider %r configured() raised", provider.name, exc_info=True)
-        return True
-
 
 def _dated(record: PortableRecord, now: str, horizon: str,
            failing: Backoff | None) -> PortableRecord | None:

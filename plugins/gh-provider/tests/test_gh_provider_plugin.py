@@ -24,7 +24,7 @@ def test_without_gh_the_provider_is_unavailable_and_the_host_keeps_running(make_
     assert info.registrations[0].available is False
     report = host.tick()
     assert report.ok
-    assert host.poller.last[0].available is False
+    assert host.poller.last_cycle()[0].available is False
 
 
 def test_cli_shows_the_provider_unavailable(hostcore_cli, register_plugin, tmp_path):

@@ -243,6 +243,22 @@ def test_a_tick_in_which_no_provider_is_usable_reports_it_to_status_in_another_h
     assert ledger["last_cycle"]["providers"] == 1 and ledger["last_cycle"]["errors"] == 1
 
 
+def test_one_usable_provider_after_an_unusable_one_gets_a_whole_cycle(make_host, provider):
+    class Broken(ListingProvider):
+        name = "broken"
+        __name__ = "broken-provider-plugin"
+
+    broken = Broken()
+    broken.unavailable = "the GitHub CLI is not installed"
+    receiver = Receiver("receiver")
+    host = make_host(broken, provider, receiver)
+    provider.put(1)
+    (step,) = [s for s in host.tick().steps if s.name == "poll"]
+    assert step.counts["providers"] == 2 and step.counts["new"] == 1
+    assert kinds(receiver) == [("opened", "o/r#1")]
+    assert [s.available for s in host.poller.last_cycle()] == [False, True]
+
+
 def test_ended_records_wait_for_a_cycle_that_can_list_to_be_archived(
         make_host, provider, tmp_path):
     host = make_host(provider, root=tmp_path / "root")

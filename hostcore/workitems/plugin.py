@@ -118,12 +118,16 @@ class PollWorker:
         if self._last_cycle is not None and time.monotonic() - self._last_cycle < interval:
             return WorkerResult(counts={"skipped": 1})
         self._last_cycle = time.monotonic()
-        refused = [(provider, availability(provider)) for provider in host.providers]
-        if all(reason is not None for _, reason in refused):
+        refused: list[tuple[Any, str]] = []
+        for provider in host.providers:
+            reason = availability(provider)
+            if reason is None:
+                break  # one can list: a full cycle, which asks each provider itself
+            refused.append((provider, reason))
+        else:
             # Nothing can be listed, so nothing in the ledger can change: the poll
             # machinery is not even imported (see hostcore.workitems.summary).
-            self._summaries = idle_cycle(
-                [(provider, str(reason)) for provider, reason in refused], host.emit)
+            self._summaries = idle_cycle(refused, host.emit)
             if not host.read_only:
                 keep_last_cycle(host.root / LEDGER_DIR, self._summaries)
             return WorkerResult(counts=_totals(self._summaries))

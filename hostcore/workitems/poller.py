@@ -59,7 +59,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
@@ -245,12 +244,6 @@ class Poller:
         if done.archived or done.skipped:
             self.emit("ledger.archived", archived=done.archived, skipped=done.skipped,
                       failed=False)
-
-    @property
-    def last_cycle_path(self) -> Path:
-        """Where the last cycle's summaries are kept, for ``hostcore status`` in
-        another process (disposable: rewritten every cycle, never fsynced)."""
-        return self.ledger.directory / LAST_CYCLE_FILE
 
     def last_cycle(self) -> list[PollSummary]:
         """The last cycle's summaries: this process's, else those the last cycle of

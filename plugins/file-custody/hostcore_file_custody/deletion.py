@@ -53,6 +53,7 @@ from hostcore_file_custody.private import (
     MANIFEST_SUFFIX,
     PIN_SUFFIX,
     DeletionManifest,
+    ManifestSpares,
     drop,
     new_op,
     open_private_dir,
@@ -108,7 +109,7 @@ class _Operation:
 
     def __init__(self, path: Path, name: str, parent_fd: int, private_fd: int,
                  manifest: DeletionManifest, method: PutBack,
-                 on_step: StepHook | None) -> None:
+                 on_step: StepHook | None, spares: ManifestSpares | None = None) -> None:
         self.path = path
         self.name = name
         self.parent_fd = parent_fd
@@ -118,6 +119,7 @@ class _Operation:
         self.method = method
         self.pin = f"{manifest.op}{PIN_SUFFIX}"
         self.on_step = on_step
+        self.spares = spares
 
     def step(self, name: str) -> None:
         if self.on_step is not None:
@@ -156,8 +158,12 @@ class _Operation:
     def finish(self) -> None:
         # If the manifest cannot be dropped it stays an intent of ours with
         # nothing pinned: recovery clears it once this process is proven dead.
+        name = f"{self.manifest.op}{MANIFEST_SUFFIX}"
         with contextlib.suppress(OSError):
-            drop(self.private_fd, f"{self.manifest.op}{MANIFEST_SUFFIX}")
+            if self.spares is None:
+                drop(self.private_fd, name)
+            else:
+                self.spares.drop(self.private_fd, name)
 
     def put_back(self, outcome: DeleteOutcome, reason: str) -> DeleteFileResult:
         """Restore the pin to the original name without overwriting anything there."""
@@ -180,7 +186,7 @@ class _Operation:
         # If this write fails the manifest stays an intent of ours: recovery
         # takes it up once this process is proven dead.
         with contextlib.suppress(OSError):
-            write_manifest(self.private_fd, retained)
+            write_manifest(self.private_fd, retained, self.spares)
         return DeleteFileResult(deleted=False, outcome="retained",
                                 recovery_location=str(self.private / self.pin), reason=reason)
 
@@ -194,6 +200,7 @@ def delete_file_if_unchanged(
     on_step: StepHook | None = None,
     dir_fd: int | None = None,
     defer_unlink: DeferUnlink | None = None,
+    spares: ManifestSpares | None = None,
 ) -> DeleteFileResult:
     """Delete ``path`` only if it still holds ``expected`` and ``validate`` agrees.
 
@@ -211,7 +218,8 @@ def delete_file_if_unchanged(
     unlink fails: a deferred step never touches the live path, which the caller may
     no longer hold); it must run it (in any thread) and deliver its result, and this
     call returns ``unlinking``. A deferred step calls ``on_step("unlinked")`` from
-    where it runs.
+    where it runs. ``spares``, when given, keeps dropped manifests' files to write
+    the next manifests in (:class:`~.private.ManifestSpares`: one per sweep).
 
     Raises :class:`UnsafePathError` when the path or its folder is a symlink or
     unsafe; every other problem, OS errors included, is a :class:`DeleteFileResult`
@@ -247,7 +255,7 @@ def delete_file_if_unchanged(
             if isinstance(method, DeleteFileResult):
                 return method  # custody refused before anything moved
             return _delete(path, name, parent_fd, private_fd, expected, validate,
-                           owner_lock, method, on_step, defer_unlink)
+                           owner_lock, method, on_step, defer_unlink, spares)
         finally:
             os.close(private_fd)
     finally:
@@ -273,18 +281,19 @@ def _put_back_for(private_fd: int, current: os.stat_result) -> PutBack | DeleteF
 def _delete(path: Path, name: str, parent_fd: int, private_fd: int, expected: FileRevision,
             validate: Callable[[FileRevision], bool], owner_lock: str | os.PathLike[str] | None,
             method: PutBack, on_step: StepHook | None,
-            defer_unlink: DeferUnlink | None) -> DeleteFileResult:
+            defer_unlink: DeferUnlink | None,
+            spares: ManifestSpares | None = None) -> DeleteFileResult:
     parent_st = os.fstat(parent_fd)
     manifest = DeletionManifest(
         op=new_op(), state="intent", source_name=name, source_dir=str(path.parent),
         source_dir_dev=parent_st.st_dev, source_dir_ino=parent_st.st_ino, expected=expected,
         creator=current_owner(owner_lock), created_at=time.time(),
     )
-    op = _Operation(path, name, parent_fd, private_fd, manifest, method, on_step)
+    op = _Operation(path, name, parent_fd, private_fd, manifest, method, on_step, spares)
     if not same_private_dir(parent_fd, private_fd):
         raise UnsafePathError(f"{op.private}: private custody folder was replaced")
     try:
-        write_manifest(private_fd, manifest)
+        write_manifest(private_fd, manifest, spares)
     except OSError as exc:
         return _kept("kept-error", f"the intent cannot be recorded: {os_reason(exc)}")
     op.step("intent-recorded")

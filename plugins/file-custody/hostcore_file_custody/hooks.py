@@ -28,6 +28,9 @@ class SweepHooks(msgspec.Struct, frozen=True, kw_only=True):
     * ``before_dependent_unlink(path)``: that file's pin is confirmed; its private
       unlink is next. Called in the thread that unlinks it (:mod:`.unlinker`), while
       the sweep goes on.
+    * ``after_spare_rewrite(name)``: a dropped manifest's file holds the bytes of the
+      next manifest ``name`` under its hidden name; the rename that publishes it is
+      next (:class:`~.private.ManifestSpares`).
     """
 
     after_snapshot: Hook = None
@@ -38,6 +41,7 @@ class SweepHooks(msgspec.Struct, frozen=True, kw_only=True):
     after_dependent_read: Hook = None
     after_dependent_pin: Hook = None
     before_dependent_unlink: Hook = None
+    after_spare_rewrite: Hook = None
 
     def call(self, point: str, subject: str) -> None:
         hook = getattr(self, point)

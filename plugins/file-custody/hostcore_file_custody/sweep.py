@@ -81,7 +81,7 @@ from hostcore_file_custody.limits import MAX_RECORD_BYTES
 from hostcore_file_custody.locks import LOCKS
 from hostcore_file_custody.maintenance import Entries, prune_entries
 from hostcore_file_custody.owner import Liveness, current_host, owner_liveness
-from hostcore_file_custody.private import PendingCustody, pending_custody
+from hostcore_file_custody.private import ManifestSpares, PendingCustody, pending_custody
 from hostcore_file_custody.registry import (
     HEARTBEAT_VERSION,
     GenerationRecord,
@@ -276,6 +276,8 @@ class StaleSweep:
         self.leftovers: Entries = []
         self.anchor: RegistryAnchor | None = None
         self.unlinker: Unlinker[DeleteFileResult] = Unlinker()
+        self.spares = ManifestSpares(
+            on_rewritten=lambda name: self.hooks.call("after_spare_rewrite", name))
 
     def run(self) -> SweepReport:
         """Sweep once. Raises :class:`~.errors.RegistryRefused` (nothing read or
@@ -317,6 +319,9 @@ class StaleSweep:
                     self._sweep_heartbeats(snapshot)
                     self._sweep_orphans(snapshot)
             finally:
+                # Every queued step has run (the unlinker drained, or raised once all
+                # had): no thread drops a manifest into a spare any more.
+                self.spares.discard()
                 # Sealing unlinks the sweep's single-record files by path: only while
                 # that path still leads to this registry.
                 if self.anchor.still_rooted():
@@ -504,6 +509,7 @@ class StaleSweep:
             path, revision, self._auditor(instance, witness), owner_lock=custody.lock_path,
             on_step=lambda step: self.hooks.call("before_unlink", instance)
             if step == "confirmed" else None, dir_fd=folder_fd, defer_unlink=unlink_later,
+            spares=self.spares,
         )
         if result.outcome == "unlinking":
             return
@@ -630,7 +636,7 @@ class StaleSweep:
 
         result = delete_file_if_unchanged(path, revision, owner_still_absent,
                                           owner_lock=custody.lock_path, dir_fd=folder_fd,
-                                          defer_unlink=unlink)
+                                          defer_unlink=unlink, spares=self.spares)
         if result.outcome == "unlinking":
             return True  # confirmed: nothing of the owner's is left at the path
         self._count_dependent(result)

@@ -104,30 +104,32 @@ def canonical(text: str, precision: Precision = "micro") -> str:
 _COMMON_LINES = f"(?:{_COMMON_UTC_SHAPE.pattern}\n)*{_COMMON_UTC_SHAPE.pattern}"
 
 
-def canonical_all(texts: list[str]) -> list[str]:
-    """``[canonical(text) for text in texts]``, for a batch of stamps (an ingest's).
+def canonical_all(texts: list[str]) -> tuple[list[str], bool]:
+    """``[canonical(text) for text in texts]``, for a batch of stamps (an ingest's),
+    and whether every one of them is now in the ``micro`` form.
 
     When every stamp has the common shape (UTC, a ``Z``, a day from 1 to 28:
     nearly every batch of transcript lines) one match checks them all and the
     padding is done by text, a call for the batch when they have one length: the
     stamp by stamp call costs about a third of what staging a row does. Any other
-    batch is rewritten stamp by stamp. Text is what it takes (``TypeError`` else).
+    batch is rewritten stamp by stamp (and some of it may not parse: False). Text
+    is what it takes (``TypeError`` else).
     """
     joined = "\n".join(texts)
     # A newline in a stamp could pass for two stamps: the count says there is none.
     if (not texts or joined.count("\n") != len(texts) - 1
             or re.fullmatch(_COMMON_LINES, joined) is None):
-        return [canonical(text) for text in texts]
+        return [canonical(text) for text in texts], False
     sizes = set(map(len, texts))
     if len(sizes) > 1:
         padding = _PADDING
         return [text if len(text) == _CANONICAL_LENGTH else text[:-1] + padding[len(text)]
-                for text in texts]
+                for text in texts], True
     size = sizes.pop()
     if size == _CANONICAL_LENGTH:
-        return list(texts)
+        return list(texts), True
     # A "Z" ends each stamp and is in none elsewhere: the shape was matched.
-    return (joined + "\n").replace("Z\n", _PADDING[size] + "\n")[:-1].split("\n")
+    return (joined + "\n").replace("Z\n", _PADDING[size] + "\n")[:-1].split("\n"), True
 
 
 @functools.lru_cache(maxsize=1024)

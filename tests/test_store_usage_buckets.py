@@ -74,3 +74,20 @@ def test_buckets_worked_out_from_the_text_are_sqlites_for_stamps_of_every_kind(t
                          "WHERE unixepoch(ts) IS NOT NULL GROUP BY 1")
     assert counted == expected
     assert sum(counted.values()) > len(stamps) // 2  # most are times SQLite reads
+
+
+def test_a_batch_of_common_stamps_with_last_seconds_gets_sqlites_buckets(tmp_path):
+    # Every stamp of this batch has the common shape, so staging vouches for the
+    # whole batch and no stamp is matched again: the last second's .9995 must still
+    # go to SQLite, which rounds it into the next minute (and quarter-hour).
+    stamps = ["2025-09-14T10:14:59.9995Z", "2025-09-14T10:14:59.999Z",
+              "2025-09-14T10:14:58.9999Z", "2025-09-14T10:29:59.999999Z",
+              "2025-09-14T10:44:59.4Z", "2025-09-14T10:59:59Z"]
+    store = Store(tmp_path / "store.sqlite3")
+    store.append([row(n, ts) for n, ts in enumerate(stamps)])
+    counted = by_bucket(store.path, "SELECT bucket, SUM(input_tokens) FROM usage GROUP BY bucket")
+    expected = by_bucket(store.path, "SELECT unixepoch(ts) / 900, SUM(payload ->> "
+                         "'$.usage.input_tokens') FROM evidence GROUP BY 1")
+    assert counted == expected
+    quarter = 1757844000 // 900  # 10:00 to 10:15
+    assert counted[quarter] == 0b0110 and counted[quarter + 1] == 0b0001

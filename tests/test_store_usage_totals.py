@@ -75,6 +75,23 @@ def test_a_response_seen_by_an_earlier_batch_does_not_count_again(tmp_path):
     assert aggregate(store.path)[0][2:7] == (2, 6, 5, 5, 5)
 
 
+def test_a_batch_whose_responses_were_all_counted_before_adds_nothing(tmp_path):
+    # The append sums a batch's responses as if all were new, then takes out those
+    # counted before: a bucket left with none must not be written at all.
+    store = Store(tmp_path / "store.sqlite3")
+    store.ingest("src", SourceBatch([usage_row("r1", (5, 5, 5, 5), key="a"),
+                                     usage_row("r2", (1, 2, 3, 4), key="b",
+                                               model="other")], "1"), previous=None)
+    before = aggregate(store.path)
+    store.ingest("src", SourceBatch([usage_row("r2", (1, 2, 3, 4), key="b-copy",
+                                               model="other"),
+                                     usage_row("r1", (5, 5, 5, 5), key="a-copy")], "2"),
+                 previous="1")
+    assert aggregate(store.path) == before
+    assert [row[2:7] for row in before] == [(1, 5, 5, 5, 5), (1, 1, 2, 3, 4)]
+    assert store.stats()["rows"] == 4
+
+
 def test_rows_refused_as_duplicates_add_no_tokens(tmp_path):
     store = Store(tmp_path / "store.sqlite3")
     store.append([usage_row("r1", (7, 0, 0, 0), key="a")])

@@ -228,13 +228,22 @@ def insert_chunked(db: sqlite3.Connection, statement: Callable[[int], str],
     and while the ingest worker reads on another thread each of those takes
     costs both threads a switch (for a batch's usage responses, that was most of
     what usage fields cost an ingest: benchmarks/ingest.py).
+
+    The rows short of a whole chunk go in statements of a power of two rows each
+    (1,000 rows: 512 + 256 + 128 + 64 + 32 + 8), so a statement's text is one of
+    a few, which the connection's statement cache keeps compiled: a batch of any
+    other size would make SQLite parse a statement of thousands of parameters anew
+    (a third of a microsecond a row).
     """
     limit = db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width
-    step = min(chunk_rows, limit) * width
+    full = min(chunk_rows, limit)
     before = db.total_changes
-    for start in range(0, len(params), step):
-        chunk = params[start:start + step]
-        db.execute(statement(len(chunk) // width), chunk)
+    rows, start = len(params) // width, 0
+    while rows:
+        count = full if rows >= full else 1 << (rows.bit_length() - 1)
+        stop = start + count * width
+        db.execute(statement(count), params[start:stop])
+        rows, start = rows - count, stop
     return db.total_changes - before
 
 

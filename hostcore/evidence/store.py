@@ -312,7 +312,7 @@ class Store:
         usage: list[tuple[int, str, str, Any]] = []
         try:
             # The batch's stamps made canonical at once (one match when all are common).
-            stamps = canonical_all([row.ts for row in rows])
+            stamps, every_canonical = canonical_all([row.ts for row in rows])
             for index, row in enumerate(rows):
                 if not isinstance(row, EvidenceRow):
                     return None
@@ -339,7 +339,8 @@ class Store:
             return None  # AttributeError: a row without a ts, no EvidenceRow
         if by_name:
             named.append((run, len(params)))
-        return Staged(rows, params, ids, named, note(usage) if usage else [])
+        return Staged(rows, params, ids, named,
+                      note(usage, canonical=every_canonical) if usage else [])
 
     def _cached_ids(self, partition: object, directory: object, source_id: object,
                     ids: dict[str | tuple[str, str], int]) -> tuple[Any, Any, bool] | None:

@@ -98,6 +98,7 @@ def tokens(model: str, counts: tuple[int, int, int, int], response: str) -> dict
     found: dict[str, Any] = {"model": model, "response": response, "input_tokens": fresh,
                              "output_tokens": output, "cache_creation_input_tokens": creation,
                              "cache_read_input_tokens": read}
-    if max(counts) > TIER_THRESHOLD:
+    if (fresh > TIER_THRESHOLD or output > TIER_THRESHOLD or creation > TIER_THRESHOLD
+            or read > TIER_THRESHOLD):
         found["above_tier"] = [max(0, n - TIER_THRESHOLD) for n in counts]
     return found

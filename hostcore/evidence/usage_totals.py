@@ -35,8 +35,12 @@ _BUCKET_SECONDS = 15 * 60
 # as SQLite's reading, which the delete trigger uses. Any other text is asked of
 # SQLite, and so is a last second's ".999…", which SQLite's rounding to milliseconds
 # may carry into the next minute, hence the next quarter-hour.
-_CANONICAL = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-5][0-9]:[0-5][0-9]"
-                        r"\.[0-9]{6}Z").fullmatch
+_SHAPE = (r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-5][0-9]:[0-5][0-9]"
+          r"\.[0-9]{6}Z")
+# A batch of them joined by newlines: one match checks the whole batch (its rows'
+# stamps, made canonical by staging, nearly always are). Text, compiled by re at the
+# first batch with usage: a start that stages none pays nothing for it.
+_SHAPE_LINES = f"(?:{_SHAPE}\n)*{_SHAPE}"
 # The bucket of each minute seen (its first 16 characters), None for a text that
 # names no moment here; kept to this many minutes, about a week of transcripts.
 _MINUTES_KEPT = 10_000
@@ -65,14 +69,18 @@ Noted = tuple[int, str, str, _Usage | None, int | None]
 # (position, scope id, session id, canonical ts, usage, bucket) of one inserted row
 # with usage: a Noted row and where it went.
 Counted = tuple[int, int, str, str, _Usage | None, int | None]
+# What the aggregate sums a response under: scope id, session id, model, bucket.
+Bucket = tuple[int, str, str, int]
 
 
-def note(found: list[Found]) -> list[Noted]:
+def note(found: list[Found], *, canonical: bool = False) -> list[Noted]:
     """``found`` checked and bucketed, ahead of the transaction that inserts the rows:
     called while the batch is staged, on the thread that read it, which has the rows
-    at hand, so the append runs little but SQLite."""
+    at hand, so the append runs little but SQLite. ``canonical``: every time is known
+    to be in the canonical form already (staging matched them all), so none is
+    matched again."""
     usages = _checked([usage for _, _, _, usage in found])
-    buckets = _text_buckets([ts for _, _, ts, _ in found])
+    buckets = _text_buckets([ts for _, _, ts, _ in found], canonical=canonical)
     return [(index, session, ts, usage, bucket) for (index, session, ts, _), usage, bucket
             in zip(found, usages, buckets, strict=True)]
 
@@ -92,64 +100,81 @@ def add_usage(db: sqlite3.Connection, counted: Sequence[Counted]) -> None:
         dict(db.execute(schema.BUCKETS, (_encoder.encode(ask),))) if ask else {})
     # The batch's first row of each response, recorded unless one is recorded
     # already: the insert's own look-up of the key tells, so the common batch, every
-    # response new, asks nothing more of SQLite.
-    firsts: dict[str, tuple[int, tuple[int, str, str, int], _Usage]] = {}
+    # response new, asks nothing more of SQLite. Their totals are summed in the same
+    # pass, as if every one were new; the few counted before come out afterwards.
+    firsts: dict[str, tuple[int, Bucket, _Usage]] = {}
+    totals: dict[Bucket, list[int]] = {}
     for position, scope, session, ts, usage, bucket in counted:
         if usage is None or usage.response in firsts:
             continue
         if bucket is None and (bucket := asked.get(ts)) is None:
             continue  # no time SQLite reads: in no bucket
-        firsts[usage.response] = (position, (scope, session, usage.model, bucket), usage)
-    if not firsts:
-        return
-    recorded = schema.insert_chunked(db, schema.count_responses, [
-        value for response, first in firsts.items() for value in (response, first[0])],
-        2, _CHUNK_ROWS)
-    counted_before: set[str] = set()
-    if recorded != len(firsts):
-        # Some were counted by earlier rows, which all sit before this batch's.
-        counted_before = {response for (response,) in db.execute(
-            schema.COUNTED_BEFORE, (_encoder.encode(list(firsts)), counted[0][0]))}
-    totals: dict[tuple[int, str, str, int], list[int]] = {}
-    for response, (_, key, usage) in firsts.items():
-        if response in counted_before:
-            continue
+        key = (scope, session, usage.model, bucket)
+        firsts[usage.response] = (position, key, usage)
+        # Written out rather than a call: this runs for every response of a batch.
         total = totals.get(key)
         if total is None:
             totals[key] = [1, usage.input_tokens, usage.output_tokens,
                            usage.cache_creation_input_tokens, usage.cache_read_input_tokens,
                            *usage.above_tier]
-        else:
-            total[0] += 1
-            total[1] += usage.input_tokens
-            total[2] += usage.output_tokens
-            total[3] += usage.cache_creation_input_tokens
-            total[4] += usage.cache_read_input_tokens
-            if usage.above_tier is not _NONE_ABOVE:
-                for at, n in enumerate(usage.above_tier, start=5):
-                    total[at] += n
+            continue
+        total[0] += 1
+        total[1] += usage.input_tokens
+        total[2] += usage.output_tokens
+        total[3] += usage.cache_creation_input_tokens
+        total[4] += usage.cache_read_input_tokens
+        if usage.above_tier is not _NONE_ABOVE:
+            for at, n in enumerate(usage.above_tier, start=5):
+                total[at] += n
+    if not firsts:
+        return
+    recorded = schema.insert_chunked(db, schema.count_responses, [
+        value for response, first in firsts.items() for value in (response, first[0])],
+        2, _CHUNK_ROWS)
+    if recorded != len(firsts):
+        # Some were counted by earlier rows, which all sit before this batch's.
+        for (response,) in db.execute(schema.COUNTED_BEFORE,
+                                      (_encoder.encode(list(firsts)), counted[0][0])):
+            _, key, usage = firsts[response]
+            total = totals[key]
+            for at, n in enumerate((1, usage.input_tokens, usage.output_tokens,
+                                    usage.cache_creation_input_tokens,
+                                    usage.cache_read_input_tokens, *usage.above_tier)):
+                total[at] -= n
+            if total[0] == 0:
+                del totals[key]
     schema.insert_chunked(db, schema.add_usage, [
         value for key, total in totals.items()
         for value in (*key, *total[:5], _above_text(total[5:]))], 10, _CHUNK_ROWS)
 
 
-def _text_buckets(times: list[str]) -> list[int | None]:
+def _text_buckets(times: list[str], *, canonical: bool = False) -> list[int | None]:
     """The bucket of each of ``times`` worked out from its text, the same as SQLite's
-    reading; None where SQLite must be asked."""
-    found: list[int | None] = []
+    reading; None where SQLite must be asked. ``canonical``: see :func:`note`."""
+    joined = "\n".join(times)
+    # ":59.999" can only be a last second's (in the canonical form, a minute is
+    # followed by ":SS"); a newline in a time could pass for two times: the count
+    # says there is none.
+    if ":59.999" in joined or not (canonical or (
+            joined.count("\n") == len(times) - 1
+            and re.fullmatch(_SHAPE_LINES, joined) is not None)):
+        return [_text_bucket(ts) for ts in times]
     minutes = _minutes
-    for ts in times:
-        if _CANONICAL(ts) is None or ts[17:23] == "59.999":
-            found.append(None)
-            continue
-        minute = ts[:16]
-        bucket = minutes.get(minute, -1)
-        if bucket == -1:
-            if len(minutes) >= _MINUTES_KEPT:
-                minutes.clear()
-            bucket = minutes[minute] = _minute_bucket(minute)
-        found.append(bucket)
-    return found
+    needed = {ts[:16] for ts in times}
+    missing = needed - minutes.keys()
+    if len(minutes) + len(missing) > _MINUTES_KEPT:
+        minutes.clear()
+        missing = needed
+    for minute in missing:
+        minutes[minute] = _minute_bucket(minute)
+    return [minutes[ts[:16]] for ts in times]
+
+
+def _text_bucket(ts: str) -> int | None:
+    """The bucket of one time worked out from its text, or None (see _text_buckets)."""
+    if re.fullmatch(_SHAPE, ts) is None or ts[17:23] == "59.999":
+        return None
+    return _minute_bucket(ts[:16])
 
 
 def _minute_bucket(minute: str) -> int | None:

@@ -44,7 +44,7 @@ from hostcore.errors import HostcoreError, RecordError
 from hostcore.evidence import schema
 from hostcore.evidence.paths import within
 from hostcore.evidence.rows import EvidenceRow, PartitionVersion, SourceBatch, storable_text
-from hostcore.evidence.usage_totals import Counted, Noted, add_usage, note
+from hostcore.evidence.usage_totals import Noted, Tally, add_tally, note, tally, tally_in
 from hostcore.timestamps import canonical, canonical_all, format_utc, parse, utc_now
 
 # EvidenceRow, PartitionVersion and SourceBatch live in hostcore.evidence.rows;
@@ -108,6 +108,8 @@ class Staged(NamedTuple):
     # while staging has them at hand: the append that adds them to the aggregate goes
     # back to none of the batch's rows.
     usage: list[Noted]
+    # Their sums (usage_totals.tally), or None when staging could not make them.
+    tally: Tally | None
 
 
 class SourceHealth(msgspec.Struct):
@@ -309,7 +311,7 @@ class Store:
         scope: Any = None
         by_name = False
         run = 0  # where the rows of the current group start in params
-        usage: list[tuple[int, str, str, Any]] = []
+        usage: list[tuple[int, Any, str, str, Any]] = []
         try:
             # The batch's stamps made canonical at once (one match when all are common).
             stamps, every_canonical = canonical_all([row.ts for row in rows])
@@ -332,15 +334,15 @@ class Store:
                            encode(payload).decode(), row.key)
                 # Most rows carry no usage: a type check and a dict look-up.
                 if type(payload) is dict and "usage" in payload:
-                    usage.append((index, row.session_id, ts, payload["usage"]))
+                    usage.append((index, scope, row.session_id, ts, payload["usage"]))
             if not _plain_text(params):
                 return None
         except (TypeError, ValueError, UnicodeEncodeError, OverflowError, AttributeError):
             return None  # AttributeError: a row without a ts, no EvidenceRow
         if by_name:
             named.append((run, len(params)))
-        return Staged(rows, params, ids, named,
-                      note(usage, canonical=every_canonical) if usage else [])
+        noted = note(usage, canonical=every_canonical) if usage else []
+        return Staged(rows, params, ids, named, noted, tally(noted))
 
     def _cached_ids(self, partition: object, directory: object, source_id: object,
                     ids: dict[str | tuple[str, str], int]) -> tuple[Any, Any, bool] | None:
@@ -385,16 +387,16 @@ class Store:
             self._check_ids(db)
             head = _head(db)
             rejected: dict[str, dict[str, int]] = {}
-            counted = self._insert_at_once(db, rows, staged, head)
-            if counted is None:
+            tallied = self._insert_at_once(db, rows, staged, head)
+            if tallied is None:
                 if not db.in_transaction:
                     # The insert refused a row and rolled everything back: again.
                     self._ids_under = None  # ids it created are gone
                     db.execute("BEGIN IMMEDIATE")
                     self._check_ids(db)
                     head = _head(db)
-                counted = self._insert_one_by_one(db, rows, source, rejected, head)
-            add_usage(db, counted)
+                tallied = self._insert_one_by_one(db, rows, source, rejected)
+            add_tally(db, tallied, head + 1)
             # Counted by SQLite, which lets the reading thread run meanwhile.
             outcome.inserted = _count(db, _tuples_since(db, head))
             if source is not None:
@@ -412,12 +414,12 @@ class Store:
         return outcome
 
     def _insert_at_once(self, db: sqlite3.Connection, rows: list[EvidenceRow],
-                        staged: Staged | None, head: int) -> list[Counted] | None:
+                        staged: Staged | None, head: int) -> Tally | None:
         """The common case, every row new and storable, inserted by one statement per
         :data:`INSERT_CHUNK_ROWS` rows from its staged parameters (staged here
         unless staged before with ids that still hold).
 
-        Returns the inserted rows that carry usage (see usage_totals), or None
+        Returns the tally of the inserted rows' usage (see usage_totals), or None
         when a row's key is already stored or repeats in the batch (the
         unique index refuses it) or a value cannot be stored; the caller then goes
         row by row. If it had begun inserting, it rolled the transaction back
@@ -446,12 +448,14 @@ class Store:
         # positions after head one by one (the rows kept, when a purge left some out).
         # A row's scope id is read here: it may have been staged by name.
         if type(kept) is range:
-            return [(head + 1 + at, params[at * ROW_PARAMS + 1], session, ts, usage, bucket)
-                    for at, session, ts, usage, bucket in staged.usage]
+            if staged.tally is not None and not staged.named:
+                return staged.tally  # the common batch: summed while it was staged
+            return tally_in(db, [(at, params[at * ROW_PARAMS + 1], session, ts, usage, bucket)
+                                 for at, _, session, ts, usage, bucket in staged.usage])
         order = {index: at for at, index in enumerate(kept)}
-        return [(head + 1 + at, params[at * ROW_PARAMS + 1], session, ts, usage, bucket)
-                for index, session, ts, usage, bucket in staged.usage
-                if (at := order.get(index, -1)) >= 0]
+        return tally_in(db, [(at, params[at * ROW_PARAMS + 1], session, ts, usage, bucket)
+                             for index, _, session, ts, usage, bucket in staged.usage
+                             if (at := order.get(index, -1)) >= 0])
 
     def _ids_hold(self, ids: dict[str | tuple[str, str], int]) -> bool:
         """Whether every id staged from the cache is the one cached now (the caller
@@ -482,11 +486,10 @@ class Store:
         return params
 
     def _insert_one_by_one(self, db: sqlite3.Connection, rows: list[EvidenceRow],
-                           source: str | None, rejected: dict[str, dict[str, int]],
-                           head: int) -> list[Counted]:
+                           source: str | None, rejected: dict[str, dict[str, int]]) -> Tally:
         """Check every row, count those that cannot be stored, skip keys already
-        stored, purged or repeated, and insert the rest; returns those of them that
-        carry usage (see usage_totals)."""
+        stored, purged or repeated, and insert the rest; returns the tally of their
+        usage (see usage_totals)."""
         prepared: list[tuple[Any, ...]] = []
         for row in rows:
             values = self._values(db, row)
@@ -500,10 +503,8 @@ class Store:
         fresh = _unseen(db, prepared)
         db.executemany(schema.INSERT, [values[:7] for values in fresh])
         # executemany inserts in order: the rows took the positions after head.
-        noted = note([(at, values[2], values[3], values[8])
-                      for at, values in enumerate(fresh) if values[8] is not None])
-        return [(head + 1 + at, fresh[at][1], session, ts, usage, bucket)
-                for at, session, ts, usage, bucket in noted]
+        return tally_in(db, note([(at, values[1], values[2], values[3], values[8])
+                                  for at, values in enumerate(fresh) if values[8] is not None]))
 
     def _values(self, db: sqlite3.Connection, row: EvidenceRow) -> tuple[Any, ...] | str:
         """The insert values of ``row`` (plus its partition name and its payload's

@@ -1,13 +1,16 @@
 """A batch's usage, added to the store's aggregate by the append that inserts it.
 
 Staging notes the batch's rows with usage (:func:`note`: each usage checked, each
-time's bucket worked out from its text) on the thread that read them; the append
-calls :func:`add_usage` in its own transaction with those of them it actually
-inserted (never one a key or a purge refused), so the aggregate and the
-rows commit together or not at all. Only rows carrying a ``usage`` payload reach
-here, and their totals are summed in Python per scope, session, model and
-quarter-hour first: the store then runs one upsert per bucket, not one per row
-(see :data:`hostcore.evidence.schema.USAGE_DDL`).
+time's bucket worked out from its text) and sums them per scope, session, model
+and quarter-hour (:func:`tally`), on the thread that read them: the thread that
+stores the batch then runs SQLite alone and seldom takes Python's global lock
+from the reading, which with usage fields cost both threads more than the sums
+themselves. The append calls :func:`add_tally` in its own transaction, so the
+aggregate and the rows commit together or not at all: the store runs one upsert
+per bucket, not one per row (see :data:`hostcore.evidence.schema.USAGE_DDL`). When
+it inserted not every row (a key or a purge refused some), or staging could not sum
+them (a scope or a time it could not resolve), it sums those it inserted itself
+(:func:`tally_in`).
 """
 
 from __future__ import annotations
@@ -15,14 +18,14 @@ from __future__ import annotations
 import datetime as dt
 import re
 import sqlite3
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 import msgspec
 
 from hostcore.evidence import schema
 
-__all__ = ["Counted", "Noted", "add_usage", "note"]
+__all__ = ["Noted", "Tally", "add_tally", "note", "tally", "tally_in"]
 
 _NONE_ABOVE = (0, 0, 0, 0)
 _encoder = msgspec.json.Encoder()
@@ -60,17 +63,27 @@ class _Usage(msgspec.Struct, gc=False):
     above_tier: tuple[int, int, int, int] = _NONE_ABOVE
 
 
-# (index, session id, canonical ts, the payload's usage): a row of a batch with usage.
-Found = tuple[int, str, str, Any]
-# A row of a batch with usage as noted before its insert: (index, session id, canonical
-# ts, the usage checked (None: of another shape, not counted), its bucket worked out
-# from the time's text (None: SQLite is asked)).
-Noted = tuple[int, str, str, _Usage | None, int | None]
-# (position, scope id, session id, canonical ts, usage, bucket) of one inserted row
-# with usage: a Noted row and where it went.
-Counted = tuple[int, int, str, str, _Usage | None, int | None]
+# (index, scope, session id, canonical ts, the payload's usage): a row of a batch with
+# usage. The scope is its id, or its (directory, source id) when the store has not
+# cached one yet.
+Found = tuple[int, Any, str, str, Any]
+# A row of a batch with usage as noted before its insert: (index in the batch, scope,
+# session id, canonical ts, the usage checked (None: of another shape, not counted),
+# its bucket worked out from the time's text (None: SQLite is asked)). Added to the
+# aggregate, the index is the row's place among those inserted, the scope its id.
+Noted = tuple[int, Any, str, str, _Usage | None, int | None]
 # What the aggregate sums a response under: scope id, session id, model, bucket.
 Bucket = tuple[int, str, str, int]
+
+
+class Tally(NamedTuple):
+    """A batch's usage summed for the aggregate, each response by the first of its
+    rows, as if none were counted before (:func:`add_tally` finds out)."""
+
+    # response digest -> (that row's index, its bucket, its usage)
+    firsts: dict[str, tuple[int, Bucket, _Usage]]
+    # bucket -> responses, the four kinds, above the tier (four)
+    totals: dict[Bucket, list[int]]
 
 
 def note(found: list[Found], *, canonical: bool = False) -> list[Noted]:
@@ -79,38 +92,33 @@ def note(found: list[Found], *, canonical: bool = False) -> list[Noted]:
     at hand, so the append runs little but SQLite. ``canonical``: every time is known
     to be in the canonical form already (staging matched them all), so none is
     matched again."""
-    usages = _checked([usage for _, _, _, usage in found])
-    buckets = _text_buckets([ts for _, _, ts, _ in found], canonical=canonical)
-    return [(index, session, ts, usage, bucket) for (index, session, ts, _), usage, bucket
+    usages = _checked([usage for _, _, _, _, usage in found])
+    buckets = _text_buckets([ts for _, _, _, ts, _ in found], canonical=canonical)
+    return [(index, scope, session, ts, usage, bucket)
+            for (index, scope, session, ts, _), usage, bucket
             in zip(found, usages, buckets, strict=True)]
 
 
-def add_usage(db: sqlite3.Connection, counted: Sequence[Counted]) -> None:
-    """Count the responses of ``counted`` (rows just inserted, in position order)
-    that the store has not counted yet, each once: the first row naming a response
-    counts it, under its own position. A usage of another shape (a source of its
-    own) is stored with its row and not counted."""
-    if not counted:
-        return
-    # SQLite's own reading of the times not worked out from their text (it rounds
-    # fractions to milliseconds, so 10:14:59.9999 is 10:15's bucket), as the delete
-    # trigger will read them.
-    ask = [found[3] for found in counted if found[5] is None and found[4] is not None]
-    asked: dict[str, int | None] = (
-        dict(db.execute(schema.BUCKETS, (_encoder.encode(ask),))) if ask else {})
-    # The batch's first row of each response, recorded unless one is recorded
-    # already: the insert's own look-up of the key tells, so the common batch, every
-    # response new, asks nothing more of SQLite. Their totals are summed in the same
-    # pass, as if every one were new; the few counted before come out afterwards.
+def tally(noted: Sequence[Noted], asked: Mapping[str, int | None] | None = None
+          ) -> Tally | None:
+    """Sum ``noted`` (in index order) by bucket, each response by its first row; a
+    usage of another shape (a source of its own) is not counted. None when a row's
+    scope is no id yet or its time needs SQLite's reading and ``asked`` (SQLite's
+    buckets of such times) is not given: staging then leaves it to the append."""
     firsts: dict[str, tuple[int, Bucket, _Usage]] = {}
     totals: dict[Bucket, list[int]] = {}
-    for position, scope, session, ts, usage, bucket in counted:
+    for index, scope, session, ts, usage, bucket in noted:
         if usage is None or usage.response in firsts:
             continue
-        if bucket is None and (bucket := asked.get(ts)) is None:
-            continue  # no time SQLite reads: in no bucket
+        if bucket is None:
+            if asked is None:
+                return None
+            if (bucket := asked.get(ts)) is None:
+                continue  # no time SQLite reads: in no bucket
+        if type(scope) is not int:
+            return None
         key = (scope, session, usage.model, bucket)
-        firsts[usage.response] = (position, key, usage)
+        firsts[usage.response] = (index, key, usage)
         # Written out rather than a call: this runs for every response of a batch.
         total = totals.get(key)
         if total is None:
@@ -126,15 +134,39 @@ def add_usage(db: sqlite3.Connection, counted: Sequence[Counted]) -> None:
         if usage.above_tier is not _NONE_ABOVE:
             for at, n in enumerate(usage.above_tier, start=5):
                 total[at] += n
+    return Tally(firsts, totals)
+
+
+def tally_in(db: sqlite3.Connection, noted: Sequence[Noted]) -> Tally:
+    """:func:`tally` of rows whose scopes are all ids, asking SQLite its reading of
+    the times not worked out from their text (it rounds fractions to milliseconds,
+    so 10:14:59.9999 is 10:15's bucket), as the delete trigger will read them."""
+    ask = [found[3] for found in noted if found[5] is None and found[4] is not None]
+    asked: dict[str, int | None] = (
+        dict(db.execute(schema.BUCKETS, (_encoder.encode(ask),))) if ask else {})
+    found = tally(noted, asked)
+    assert found is not None  # every scope is an id, every time asked
+    return found
+
+
+def add_tally(db: sqlite3.Connection, found: Tally, first: int) -> None:
+    """Count the responses of ``found``, the tally of rows just inserted from position
+    ``first`` on (a row of index i sits at ``first`` + i), that the store has not
+    counted yet, each once, under the position of its first row."""
+    firsts, totals = found
     if not firsts:
         return
-    recorded = schema.insert_chunked(db, schema.count_responses, [
-        value for response, first in firsts.items() for value in (response, first[0])],
-        2, _CHUNK_ROWS)
+    # The insert's own look-up of each key says whether it was counted already, so
+    # the common batch, every response new, asks nothing more of SQLite.
+    recorded = schema.insert_chunked(
+        db, schema.count_responses,
+        [value for response, row in firsts.items() for value in (response, row[0])],
+        2, _CHUNK_ROWS, lead=[first])
     if recorded != len(firsts):
+        totals = {key: list(total) for key, total in totals.items()}  # a staged tally's own
         # Some were counted by earlier rows, which all sit before this batch's.
         for (response,) in db.execute(schema.COUNTED_BEFORE,
-                                      (_encoder.encode(list(firsts)), counted[0][0])):
+                                      (_encoder.encode(list(firsts)), first)):
             _, key, usage = firsts[response]
             total = totals[key]
             for at, n in enumerate((1, usage.input_tokens, usage.output_tokens,

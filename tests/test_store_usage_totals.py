@@ -205,11 +205,11 @@ def test_a_writer_killed_mid_append_leaves_rows_and_aggregate_agreeing(tmp_path)
     assert [line[:7] for line in aggregate(path)] == recount(path)
 
 
-def test_responses_and_buckets_split_over_several_statements_count_once_each(
+def test_buckets_split_over_several_statements_count_each_response_once(
         tmp_path, monkeypatch):
     import hostcore.evidence.usage_totals as usage_totals
 
-    # Two rows a statement: a batch's responses and buckets take several each.
+    # Two buckets a statement: a batch's buckets take several.
     monkeypatch.setattr(usage_totals, "_CHUNK_ROWS", 2)
     store = Store(tmp_path / "store.sqlite3")
     store.append([usage_row("r1", (1, 0, 0, 0), key="a")])
@@ -218,3 +218,17 @@ def test_responses_and_buckets_split_over_several_statements_count_once_each(
     assert [found[:7] for found in aggregate(store.path)] == recount(store.path)
     assert sum(found[2] for found in aggregate(store.path)) == 7  # r1 once
     assert sum(found[3] for found in aggregate(store.path)) == 21
+
+
+def test_a_response_named_by_any_text_counts_once_across_batches(tmp_path):
+    # A batch's responses reach SQLite as one JSON text: a name that JSON escapes
+    # (quotes, backslashes, a newline, non-ASCII) must come out as itself.
+    names = ['r"1', "r\\2", "r\n3", "réponse-4", "[5]"]
+    store = Store(tmp_path / "store.sqlite3")
+    store.append([usage_row(name, (1, 0, 0, 0), key=f"a{n}") for n, name in enumerate(names)])
+    store.append([usage_row(name, (1, 0, 0, 0), key=f"b{n}") for n, name in enumerate(names)])
+    with sqlite3.connect(store.path) as db:
+        assert sorted(r for (r,) in db.execute("SELECT response FROM usage_responses")) == sorted(
+            names)
+    assert aggregate(store.path)[0][2:4] == (5, 5)
+    assert [found[:7] for found in aggregate(store.path)] == recount(store.path)

@@ -146,14 +146,15 @@ COUNTED_BEFORE = ("SELECT response FROM usage_responses WHERE response IN "
 BUCKETS = f"SELECT value, unixepoch(value) / {15 * 60} FROM json_each(?)"
 
 
-def count_responses(count: int) -> str:
-    """Record ``count`` responses as counted, each by a row, unless one is already:
-    the position of the batch's first row, then two parameters each, the response
-    digest and the row's index in the batch (staged before the position is known).
-    ``WHERE true`` tells SQLite's parser the ``ON CONFLICT`` is the upsert's."""
-    return ("INSERT INTO usage_responses (response, position) SELECT column1, column2 + ? "
-            "FROM (VALUES " + _values(2, count) + ") WHERE true "
-            "ON CONFLICT (response) DO NOTHING")
+# Record responses as counted, each by a row, unless one is already: the position of
+# the batch's first row, and a JSON list of [response digest, the row's index in the
+# batch] (staged before the position is known). One text, not a parameter per
+# value: the storing thread binds two, and SQLite reads the list without Python's
+# global lock, which the thread reading the next batch wants meanwhile. ``WHERE
+# true`` tells SQLite's parser the ``ON CONFLICT`` is the upsert's.
+COUNT_RESPONSES = ("INSERT INTO usage_responses (response, position) "
+                   "SELECT value ->> 0, (value ->> 1) + ? FROM json_each(?) WHERE true "
+                   "ON CONFLICT (response) DO NOTHING")
 
 
 def add_usage(count: int) -> str:
@@ -221,12 +222,11 @@ def count_tuples(count: int) -> str:
 
 
 def insert_chunked(db: sqlite3.Connection, statement: Callable[[int], str],
-                   params: list[Any], width: int, chunk_rows: int, *,
-                   lead: list[Any] | None = None) -> int:
+                   params: list[Any], width: int, chunk_rows: int) -> int:
     """Run ``statement(n)`` (a multi-row ``VALUES`` statement of ``width``
-    parameters a row, after the parameters of ``lead``) over ``params``, in order,
-    up to ``chunk_rows`` rows a time (fewer when SQLite was built to take fewer
-    parameters); returns how many rows the statements changed.
+    parameters a row) over ``params``, in order, up to ``chunk_rows`` rows a time
+    (fewer when SQLite was built to take fewer parameters); returns how many rows
+    the statements changed.
 
     Never ``executemany``: it takes Python's global lock back after every row,
     and while the ingest worker reads on another thread each of those takes
@@ -239,16 +239,14 @@ def insert_chunked(db: sqlite3.Connection, statement: Callable[[int], str],
     other size would make SQLite parse a statement of thousands of parameters anew
     (a third of a microsecond a row).
     """
-    lead = lead or []
-    limit = (db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) - len(lead)) // width
+    limit = db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width
     full = min(chunk_rows, limit)
     before = db.total_changes
     rows, start = len(params) // width, 0
     while rows:
         count = full if rows >= full else 1 << (rows.bit_length() - 1)
         stop = start + count * width
-        chunk = params[start:stop]
-        db.execute(statement(count), lead + chunk if lead else chunk)
+        db.execute(statement(count), params[start:stop])
         rows, start = rows - count, stop
     return db.total_changes - before
 

@@ -29,7 +29,7 @@ __all__ = ["Noted", "Tally", "add_tally", "note", "tally", "tally_in"]
 
 _NONE_ABOVE = (0, 0, 0, 0)
 _encoder = msgspec.json.Encoder()
-# Rows per statement of responses and of buckets (as many as SQLite takes, if fewer).
+# Buckets per statement (as many as SQLite takes, if fewer).
 _CHUNK_ROWS = 2_500
 # Seconds in one bucket of the aggregate (the delete trigger's 15 * 60).
 _BUCKET_SECONDS = 15 * 60
@@ -84,6 +84,8 @@ class Tally(NamedTuple):
     firsts: dict[str, tuple[int, Bucket, _Usage]]
     # bucket -> responses, the four kinds, above the tier (four)
     totals: dict[Bucket, list[int]]
+    # JSON: [[response digest, that row's index], ...] (see schema.COUNT_RESPONSES)
+    responses: bytes
 
 
 def note(found: list[Found], *, canonical: bool = False) -> list[Noted]:
@@ -134,7 +136,8 @@ def tally(noted: Sequence[Noted], asked: Mapping[str, int | None] | None = None
         if usage.above_tier is not _NONE_ABOVE:
             for at, n in enumerate(usage.above_tier, start=5):
                 total[at] += n
-    return Tally(firsts, totals)
+    return Tally(firsts, totals,
+                 _encoder.encode([(response, row[0]) for response, row in firsts.items()]))
 
 
 def tally_in(db: sqlite3.Connection, noted: Sequence[Noted]) -> Tally:
@@ -153,16 +156,14 @@ def add_tally(db: sqlite3.Connection, found: Tally, first: int) -> None:
     """Count the responses of ``found``, the tally of rows just inserted from position
     ``first`` on (a row of index i sits at ``first`` + i), that the store has not
     counted yet, each once, under the position of its first row."""
-    firsts, totals = found
+    firsts, totals, responses = found
     if not firsts:
         return
     # The insert's own look-up of each key says whether it was counted already, so
     # the common batch, every response new, asks nothing more of SQLite.
-    recorded = schema.insert_chunked(
-        db, schema.count_responses,
-        [value for response, row in firsts.items() for value in (response, row[0])],
-        2, _CHUNK_ROWS, lead=[first])
-    if recorded != len(firsts):
+    before = db.total_changes
+    db.execute(schema.COUNT_RESPONSES, (first, responses))
+    if db.total_changes - before != len(firsts):
         totals = {key: list(total) for key, total in totals.items()}  # a staged tally's own
         # Some were counted by earlier rows, which all sit before this batch's.
         for (response,) in db.execute(schema.COUNTED_BEFORE,

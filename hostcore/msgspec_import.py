@@ -11,12 +11,21 @@ msgspec with typing's (:func:`import_msgspec`); typing_extensions stays importab
 usual, for whatever imports it afterwards. A program that embeds hostcore imports
 msgspec itself, and nothing changes for it.
 
+msgspec also imports uuid, which imports the whole of ``platform`` (2-3 ms, its
+patterns and its caches) to call ``platform.system()`` once, at import, on every
+POSIX system but macOS. That one call is answered by a stand-in holding just it, the
+same answer (``os.uname().sysname``, as ``platform.system()`` gives there): the
+stand-in is gone from ``sys.modules`` and from uuid once msgspec is imported, and
+``import platform`` afterwards is the real module.
+
 Imports only the standard library.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import types
 
 
 def import_msgspec() -> None:
@@ -27,9 +36,30 @@ def import_msgspec() -> None:
     # A None entry makes `import typing_extensions` raise ImportError, which msgspec
     # answers by taking typing's names.
     sys.modules["typing_extensions"] = None  # type: ignore[assignment]
+    stand_in = _platform_stand_in()
     try:
         import msgspec  # noqa: F401
     except ImportError:
         pass
     finally:
         del sys.modules["typing_extensions"]
+        if stand_in is not None:
+            if sys.modules.get("platform") is stand_in:
+                del sys.modules["platform"]
+            uuid = sys.modules.get("uuid")
+            if uuid is not None and vars(uuid).get("platform") is stand_in:
+                del uuid.platform
+
+
+def _platform_stand_in() -> types.ModuleType | None:
+    """A ``platform`` with only ``system()``, put in ``sys.modules`` for uuid's import,
+    or None where uuid would not ask it (uuid or platform imported already, macOS,
+    Windows) or where ``os.uname`` cannot answer."""
+    if ("uuid" in sys.modules or "platform" in sys.modules
+            or sys.platform in ("win32", "darwin") or not hasattr(os, "uname")):
+        return None
+    stand_in = types.ModuleType("platform", "hostcore's stand-in while uuid is imported")
+    sysname = os.uname().sysname
+    stand_in.system = lambda: sysname  # type: ignore[attr-defined]
+    sys.modules["platform"] = stand_in
+    return stand_in

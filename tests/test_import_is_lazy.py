@@ -115,8 +115,9 @@ def test_listing_plugins_with_a_configured_gh_spawns_nothing(tmp_path):
 # seeds itself, and only a failed poll question draws a jitter; a capture's status
 # is counted without the capture commands (click's code for `hostcore capture`).
 # shutil (and the compression modules it imports): the terminal's width comes from os.
+# platform: msgspec's uuid asks it one question at import (hostcore.msgspec_import).
 COLD_UNUSED = ("json", "tomllib", "dataclasses", "shutil", "bz2", "lzma", "hashlib",
-               "_hashlib", "random")
+               "_hashlib", "random", "platform")
 # The poll machinery too: on an empty root no provider is usable (gh has no repos),
 # so a tick's poll step and status need only the last cycle's summary.
 UNUSED_ON_A_COLD_COMMAND = {

@@ -19,7 +19,7 @@ import datetime as dt
 import re
 import sqlite3
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import msgspec
 
@@ -76,16 +76,21 @@ Noted = tuple[int, Any, str, str, _Usage | None, int | None]
 Bucket = tuple[int, str, str, int]
 
 
-class Tally(NamedTuple):
+class Tally:
     """A batch's usage summed for the aggregate, each response by the first of its
-    rows, as if none were counted before (:func:`add_tally` finds out)."""
+    rows, as if none were counted before (:func:`add_tally` finds out). A plain
+    class: a NamedTuple's would cost every start that imports the store."""
 
-    # response digest -> (that row's index, its bucket, its usage)
-    firsts: dict[str, tuple[int, Bucket, _Usage]]
-    # bucket -> responses, the four kinds, above the tier (four)
-    totals: dict[Bucket, list[int]]
-    # JSON: [[response digest, that row's index], ...] (see schema.COUNT_RESPONSES)
-    responses: bytes
+    __slots__ = ("firsts", "responses", "totals")
+
+    def __init__(self, firsts: dict[str, tuple[int, Bucket, _Usage]],
+                 totals: dict[Bucket, list[int]], responses: bytes) -> None:
+        # response digest -> (that row's index, its bucket, its usage)
+        self.firsts = firsts
+        # bucket -> responses, the four kinds, above the tier (four)
+        self.totals = totals
+        # JSON: [[response digest, that row's index], ...] (see schema.COUNT_RESPONSES)
+        self.responses = responses
 
 
 def note(found: list[Found], *, canonical: bool = False) -> list[Noted]:
@@ -156,13 +161,13 @@ def add_tally(db: sqlite3.Connection, found: Tally, first: int) -> None:
     """Count the responses of ``found``, the tally of rows just inserted from position
     ``first`` on (a row of index i sits at ``first`` + i), that the store has not
     counted yet, each once, under the position of its first row."""
-    firsts, totals, responses = found
+    firsts, totals = found.firsts, found.totals
     if not firsts:
         return
     # The insert's own look-up of each key says whether it was counted already, so
     # the common batch, every response new, asks nothing more of SQLite.
     before = db.total_changes
-    db.execute(schema.COUNT_RESPONSES, (first, responses))
+    db.execute(schema.COUNT_RESPONSES, (first, found.responses))
     if db.total_changes - before != len(firsts):
         totals = {key: list(total) for key, total in totals.items()}  # a staged tally's own
         # Some were counted by earlier rows, which all sit before this batch's.

@@ -47,3 +47,10 @@ FAULTS = _load_faults()
 def faults() -> ModuleType:
     """Runners for scenarios where the system really refuses (see ``faults.py``)."""
     return FAULTS
+
+
+@pytest.fixture
+def kill_at() -> Callable[..., str]:
+    """``faults.kill_at``: the kill child SIGKILLed at the step it reports."""
+    kill: Callable[..., str] = FAULTS.kill_at
+    return kill

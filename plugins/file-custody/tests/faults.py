@@ -2,7 +2,7 @@
 user (mode 000 denies only then), or in a mount namespace of its own (to mount a
 tiny tmpfs). Each helper skips, saying why, only when that is impossible here; a
 missing ``unshare`` fails instead where CI requires every tool
-(``HOSTCORE_REQUIRED_TOOLS``)."""
+(``HOSTCORE_REQUIRED_TOOLS``). And :func:`kill_at`, the SIGKILL at a named step."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import json
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -23,6 +24,22 @@ from hostcore.testing import require_tool
 
 HELPERS = Path(__file__).parent / "helpers"
 FAULT_CHILD = HELPERS / "custody_fault_child.py"
+KILL_CHILD = HELPERS / "custody_kill_child.py"
+
+
+def kill_at(*args: str) -> str:
+    """Run the kill child (``helpers/custody_kill_child.py`` with ``args``) until it
+    reports the step it paused at, SIGKILL it, reap it; returns the line it reported."""
+    child = subprocess.Popen([sys.executable, str(KILL_CHILD), *args], stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline().strip()
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+    assert child.returncode == -signal.SIGKILL, line  # killed there, not gone before
+    return line
 
 
 def _unprivileged_user() -> pwd.struct_passwd:

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,7 +25,6 @@ from hostcore_file_custody.revision import open_dir
 from hostcore_file_custody.unlinker import BATCH_STEPS
 from hostcore_file_custody.worker import run_custody_pass
 
-CHILD = Path(__file__).parent / "helpers" / "custody_kill_child.py"
 FRESH_MANIFEST = re.compile(r"^\.op_\w+\.json\.\w+\.tmp$")
 SPARE = re.compile(r"^\.spare\.\w+\.tmp$")
 
@@ -168,22 +164,16 @@ def test_a_folder_keeps_no_more_spares_than_its_limit(tmp_path, private_fd):
     assert len([n for n in os.listdir(tmp_path / ".custody") if SPARE.match(n)]) == 2
 
 
-def test_a_sweep_killed_while_a_spare_holds_the_next_manifest_loses_nothing(registry, kit):
+def test_a_sweep_killed_while_a_spare_holds_the_next_manifest_loses_nothing(registry, kit,
+                                                                          kill_at):
     # More stale sessions than one unlinker batch: the first batch's dropped manifests
     # are spares by the time the next heartbeats are taken.
     stale = BATCH_STEPS + 6
     planted = _plant(registry, kit, stale)
     with registry.start_session("live-one", prompt_hash="p"):
         live_bytes = registry.heartbeat_path("live-one").read_bytes()
-        child = subprocess.Popen([sys.executable, str(CHILD), "sweep", str(registry.root),
-                                  "after_spare_rewrite"], stdout=subprocess.PIPE, text=True)
-        try:
-            assert child.stdout is not None
-            line = child.stdout.readline().strip()
-        finally:
-            child.send_signal(signal.SIGKILL)
-            child.wait(timeout=30)
-        assert line == "paused after_spare_rewrite"
+        assert kill_at("sweep", str(registry.root), "after_spare_rewrite") == \
+            "paused after_spare_rewrite"
         # Killed there: the spare holds a whole manifest under its hidden name, which
         # no reader takes for an operation; the manifest's own name is not there yet.
         held = [(folder, msgspec.json.decode((folder / ".custody" / n).read_bytes(),

@@ -4,9 +4,6 @@ another, process) restores or finishes correctly, and a foreign manifest keeps e
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import msgspec
@@ -20,21 +17,7 @@ from hostcore_file_custody.worker import run_custody_pass
 
 from hostcore.files import atomic_write
 
-CHILD = Path(__file__).parent / "helpers" / "custody_kill_child.py"
 DATA = b"the stale heartbeat's exact bytes"
-
-
-def _kill_at(*args: str) -> str:
-    """Run the child until it reports the step it paused at, SIGKILL it, reap it."""
-    child = subprocess.Popen([sys.executable, str(CHILD), *args], stdout=subprocess.PIPE,
-                             text=True)
-    try:
-        line = child.stdout.readline().strip()
-    finally:
-        child.send_signal(signal.SIGKILL)
-        child.wait(timeout=30)
-    assert child.returncode == -signal.SIGKILL
-    return line
 
 
 def _state(path: Path) -> tuple[bytes | None, list[str]]:
@@ -57,11 +40,11 @@ STEPS = {
 
 @pytest.mark.parametrize("may_complete", [False, True], ids=["refuse", "complete"])
 @pytest.mark.parametrize("step", list(STEPS))
-def test_recovery_after_the_owner_is_killed_at_each_step(tmp_path, step, may_complete):
+def test_recovery_after_the_owner_is_killed_at_each_step(tmp_path, step, may_complete, kill_at):
     path = tmp_path / "cache" / "alpha.json"
     atomic_write(path, DATA)
     original_ino = os.stat(path).st_ino
-    assert _kill_at("delete", str(path), step, "yes") == f"paused {step}"
+    assert kill_at("delete", str(path), step, "yes") == f"paused {step}"
 
     results = recover_interrupted_file_deletions(path.parent, lambda source: may_complete)
 
@@ -75,10 +58,10 @@ def test_recovery_after_the_owner_is_killed_at_each_step(tmp_path, step, may_com
         assert data == DATA and os.stat(path).st_ino == original_ino
 
 
-def test_recovery_after_the_owner_is_killed_while_putting_the_file_back(tmp_path):
+def test_recovery_after_the_owner_is_killed_while_putting_the_file_back(tmp_path, kill_at):
     path = tmp_path / "cache" / "alpha.json"
     atomic_write(path, DATA)
-    assert _kill_at("delete", str(path), "restore-linked", "no") == "paused restore-linked"
+    assert kill_at("delete", str(path), "restore-linked", "no") == "paused restore-linked"
     # The file is back at the path: moved there by a no-clobber rename (nothing pinned
     # is left: "cleared"), or linked there with the pin still sharing its inode.
     results = recover_interrupted_file_deletions(path.parent, lambda source: True)
@@ -86,10 +69,10 @@ def test_recovery_after_the_owner_is_killed_while_putting_the_file_back(tmp_path
     assert _state(path) == (DATA, [])
 
 
-def test_a_manifest_from_another_pid_namespace_keeps_everything_after_the_kill(tmp_path):
+def test_a_manifest_from_another_pid_namespace_keeps_everything_after_the_kill(tmp_path, kill_at):
     path = tmp_path / "cache" / "alpha.json"
     atomic_write(path, DATA)
-    _kill_at("delete", str(path), "pinned", "yes")
+    kill_at("delete", str(path), "pinned", "yes")
     private = path.parent / ".custody"
     manifest_path = next(private / n for n in os.listdir(private) if n.endswith(".json"))
     manifest = msgspec.json.decode(manifest_path.read_bytes(), type=DeletionManifest)
@@ -104,9 +87,10 @@ def test_a_manifest_from_another_pid_namespace_keeps_everything_after_the_kill(t
     assert _state(path) == before and before[0] is None and len(before[1]) == 2
 
 
-def test_a_sweep_killed_before_its_private_unlink_is_finished_by_the_next_pass(registry, kit):
+def test_a_sweep_killed_before_its_private_unlink_is_finished_by_the_next_pass(registry, kit,
+                                                                              kill_at):
     planted = kit.plant_stale(registry, "alpha")
-    assert _kill_at("sweep", str(registry.root), "before_unlink") == "paused before_unlink"
+    assert kill_at("sweep", str(registry.root), "before_unlink") == "paused before_unlink"
     assert not registry.heartbeat_path("alpha").exists()  # pinned by the dead sweeper
     assert pending_custody(registry.heartbeats_dir).sources == {"alpha.json"}
 
@@ -122,9 +106,9 @@ def test_a_sweep_killed_before_its_private_unlink_is_finished_by_the_next_pass(r
     assert kit.observations(registry) == [planted.generation_id] * 2
 
 
-def test_a_sweep_killed_while_pinning_a_dependent_keeps_it_for_recovery(registry, kit):
+def test_a_sweep_killed_while_pinning_a_dependent_keeps_it_for_recovery(registry, kit, kill_at):
     planted = kit.plant_stale(registry, "alpha")
-    assert _kill_at("sweep", str(registry.root), "after_dependent_pin") == \
+    assert kill_at("sweep", str(registry.root), "after_dependent_pin") == \
         "paused after_dependent_pin"
     assert pending_custody(registry.pid_map_dir).sources == {f"{planted.pid}.json"}
     # While the pin is pending the sweep leaves that entry alone.

@@ -68,20 +68,8 @@ def configure(root: Path, directory: Path) -> None:
     (root / "hostcore.toml").write_text(f'[plugins.file-custody]\ndirectory = "{directory}"\n')
 
 
-def kill_at(*args: str) -> str:
-    """Run the kill child until it pauses at its step, SIGKILL it, reap it."""
-    child = subprocess.Popen([sys.executable, str(KILL_CHILD), *args], stdout=subprocess.PIPE,
-                             text=True)
-    try:
-        assert child.stdout is not None
-        line = child.stdout.readline().strip()
-    finally:
-        child.send_signal(signal.SIGKILL)
-        child.wait(timeout=30)
-    return line
-
-
-def interrupted_deletion(registry: HeartbeatRegistry) -> tuple[Path, Path, Path]:
+def interrupted_deletion(registry: HeartbeatRegistry,
+                         kill_at: Callable[..., str]) -> tuple[Path, Path, Path]:
     """alpha's heartbeat pinned by a deleter killed right after the pin:
     (heartbeat path, manifest, pin)."""
     path = registry.heartbeat_path("alpha")
@@ -128,10 +116,10 @@ def later(seconds: float) -> Callable[[], float]:
 
 @pytest.mark.parametrize("hostile", ["parent", "absolute"])
 def test_a_manifest_whose_source_name_is_a_path_is_kept_and_nothing_is_written_outside(
-        tmp_path, hostile):
+        tmp_path, hostile, kill_at):
     root = tmp_path / "root"
     registry = cli_registry(root)
-    _path, manifest_path, pin = interrupted_deletion(registry)
+    _path, manifest_path, pin = interrupted_deletion(registry, kill_at)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     outside = registry.root / "escaped.json" if hostile == "parent" \
@@ -186,10 +174,10 @@ def test_an_owner_lock_path_naming_a_fifo_is_never_opened(registry, kit, tmp_pat
 # -- size caps -------------------------------------------------------------------------
 
 
-def test_a_300_mib_manifest_is_refused_unread_counted_and_kept(tmp_path):
+def test_a_300_mib_manifest_is_refused_unread_counted_and_kept(tmp_path, kill_at):
     root = tmp_path / "root"
     registry = cli_registry(root)
-    path, manifest_path, pin = interrupted_deletion(registry)
+    path, manifest_path, pin = interrupted_deletion(registry, kill_at)
     with open(manifest_path, "r+b") as manifest:
         manifest.truncate(300 * MIB)  # sparse: costs the disk nothing
 
@@ -407,10 +395,10 @@ def test_a_dead_writers_lock_file_is_pruned_and_a_live_ones_kept(registry):
 
 
 def test_recovery_never_completes_the_deletion_of_a_pin_that_is_not_the_expected_revision(
-        tmp_path):
+        tmp_path, kill_at):
     root = tmp_path / "root"
     registry = cli_registry(root)
-    path, _manifest, pin = interrupted_deletion(registry)
+    path, _manifest, pin = interrupted_deletion(registry, kill_at)
     with open(pin, "r+b") as pinned:  # other bytes now sit at the pin (same inode)
         pinned.write(b"X")
     changed = pin.read_bytes()

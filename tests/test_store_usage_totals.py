@@ -232,3 +232,18 @@ def test_a_response_named_by_any_text_counts_once_across_batches(tmp_path):
             names)
     assert aggregate(store.path)[0][2:4] == (5, 5)
     assert [found[:7] for found in aggregate(store.path)] == recount(store.path)
+
+
+def test_a_staged_tally_holds_when_other_rows_of_the_batch_name_a_new_folder(tmp_path):
+    # The usage rows' scopes were cached ids when staged; a row of a folder met for the
+    # first time is staged by name beside them: the staged sums still go in as they are.
+    store = Store(tmp_path / "store.sqlite3")
+    store.append([usage_row("r1", (1, 0, 0, 0), key="a")])
+    second = [EvidenceRow(partition="p", source_id="src", directory="/new", session_id=SESSION,
+                          ts="2025-09-14T10:05:00Z", key="n", payload={"type": "user"}),
+              usage_row("r2", (2, 0, 0, 0), key="b"), usage_row("r1", (1, 0, 0, 0), key="c")]
+    staged = store.stage(second)
+    assert staged is not None and staged.named and staged.tally is not None
+    store.ingest("src", SourceBatch(second, "2"), previous=None, staged=staged)
+    assert [found[:7] for found in aggregate(store.path)] == recount(store.path)
+    assert aggregate(store.path)[0][2:4] == (2, 3)

@@ -448,8 +448,10 @@ class Store:
         # positions after head one by one (the rows kept, when a purge left some out).
         # A row's scope id is read here: it may have been staged by name.
         if type(kept) is range:
-            if staged.tally is not None and not staged.named:
-                return staged.tally  # the common batch: summed while it was staged
+            if staged.tally is not None:
+                # Summed while it was staged: its rows' scopes were all cached ids,
+                # each among those _ids_hold found still so.
+                return staged.tally
             return tally_in(db, [(at, params[at * ROW_PARAMS + 1], session, ts, usage, bucket)
                                  for at, _, session, ts, usage, bucket in staged.usage])
         order = {index: at for at, index in enumerate(kept)}

@@ -247,3 +247,51 @@ def test_a_staged_tally_holds_when_other_rows_of_the_batch_name_a_new_folder(tmp
     store.ingest("src", SourceBatch(second, "2"), previous=None, staged=staged)
     assert [found[:7] for found in aggregate(store.path)] == recount(store.path)
     assert aggregate(store.path)[0][2:4] == (2, 3)
+
+
+def by_folder(path: Path) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(path) as db:
+        return db.execute("SELECT s.directory, u.responses, u.input_tokens FROM usage u "
+                          "JOIN scopes s ON s.id = u.scope ORDER BY s.directory").fetchall()
+
+
+def test_a_batch_of_new_folders_is_summed_while_staged_and_filed_under_their_ids(tmp_path):
+    # A fresh store caches no scope: every row is staged by name, and the staged sums
+    # go in under the ids the append makes for those names.
+    store = Store(tmp_path / "store.sqlite3")
+    batch = [usage_row("r1", (1, 0, 0, 0), key="a", directory="/one"),
+             usage_row("r2", (2, 0, 0, 0), key="b", directory="/two"),
+             usage_row("r3", (4, 0, 0, 0), key="c", directory="/one")]
+    staged = store.stage(batch)
+    assert staged is not None and staged.named and staged.tally is not None
+    store.ingest("src", SourceBatch(batch, "1"), previous=None, staged=staged)
+    assert by_folder(store.path) == [("/one", 2, 5), ("/two", 1, 2)]
+
+
+def test_a_response_counted_before_comes_out_of_a_folder_staged_by_name(tmp_path):
+    # r1 was counted by an earlier batch; its copy in a folder new to the store is not
+    # counted again, though the staged sums of that folder held it.
+    store = Store(tmp_path / "store.sqlite3")
+    store.append([usage_row("r1", (1, 0, 0, 0), key="a")])
+    batch = [usage_row("r1", (1, 0, 0, 0), key="b", directory="/new"),
+             usage_row("r2", (8, 0, 0, 0), key="c", directory="/new")]
+    staged = store.stage(batch)
+    assert staged is not None and staged.named and staged.tally is not None
+    store.ingest("src", SourceBatch(batch, "2"), previous=None, staged=staged)
+    assert by_folder(store.path) == [("/new", 1, 8), ("/w", 1, 1)]
+
+
+def test_a_scope_staged_by_name_and_by_id_in_one_batch_is_one_bucket(tmp_path):
+    # Staging reads the id cache without the store's lock: a scope cached halfway
+    # through a batch has rows staged under its name and under its id.
+    from hostcore.evidence.usage_totals import note, tally
+
+    usage = [tokens("m", (n, 0, 0, 0), f"r{n}") for n in (1, 2, 4)]
+    ts = "2025-09-14T10:05:00.000000Z"
+    found = tally(note([(0, ("/w", "src"), SESSION, ts, usage[0]),
+                        (1, 7, SESSION, ts, usage[1]),
+                        (2, ("/w", "src"), SESSION, ts, usage[2])]))
+    assert found is not None and len(found.totals) == 2
+    merged = found.rescoped({("/w", "src"): 7})
+    assert list(merged.totals.values()) == [[3, 7, 0, 0, 0, 0, 0, 0, 0]]
+    assert merged.firsts == found.firsts and merged.responses == found.responses

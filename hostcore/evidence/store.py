@@ -449,9 +449,10 @@ class Store:
         # A row's scope id is read here: it may have been staged by name.
         if type(kept) is range:
             if staged.tally is not None:
-                # Summed while it was staged: its rows' scopes were all cached ids,
-                # each among those _ids_hold found still so.
-                return staged.tally
+                # Summed while it was staged: its rows' scopes cached ids, each among
+                # those _ids_hold found still so, or names _ids_for_names gave ids.
+                return staged.tally.rescoped(self._scope_ids) if staged.named \
+                    else staged.tally
             return tally_in(db, [(at, params[at * ROW_PARAMS + 1], session, ts, usage, bucket)
                                  for at, _, session, ts, usage, bucket in staged.usage])
         order = {index: at for at, index in enumerate(kept)}

@@ -9,8 +9,9 @@ themselves. The append calls :func:`add_tally` in its own transaction, so the
 aggregate and the rows commit together or not at all: the store runs one upsert
 per bucket, not one per row (see :data:`hostcore.evidence.schema.USAGE_DDL`). When
 it inserted not every row (a key or a purge refused some), or staging could not sum
-them (a scope or a time it could not resolve), it sums those it inserted itself
-(:func:`tally_in`).
+them (a time only SQLite reads), it sums those it inserted itself
+(:func:`tally_in`). A batch whose scopes are new to the store is summed by their
+names while staged, and given their ids once the append has made them.
 """
 
 from __future__ import annotations
@@ -72,8 +73,9 @@ Found = tuple[int, Any, str, str, Any]
 # its bucket worked out from the time's text (None: SQLite is asked)). Added to the
 # aggregate, the index is the row's place among those inserted, the scope its id.
 Noted = tuple[int, Any, str, str, _Usage | None, int | None]
-# What the aggregate sums a response under: scope id, session id, model, bucket.
-Bucket = tuple[int, str, str, int]
+# What the aggregate sums a response under: scope id (while staged, its name when
+# the store had no id for it yet), session id, model, bucket.
+Bucket = tuple[Any, str, str, int]
 
 
 class Tally:
@@ -81,16 +83,41 @@ class Tally:
     rows, as if none were counted before (:func:`add_tally` finds out). A plain
     class: a NamedTuple's would cost every start that imports the store."""
 
-    __slots__ = ("firsts", "responses", "totals")
+    __slots__ = ("firsts", "moved", "responses", "totals")
 
     def __init__(self, firsts: dict[str, tuple[int, Bucket, _Usage]],
-                 totals: dict[Bucket, list[int]], responses: bytes) -> None:
+                 totals: dict[Bucket, list[int]], responses: bytes,
+                 moved: Mapping[Bucket, Bucket] | None = None) -> None:
         # response digest -> (that row's index, its bucket, its usage)
         self.firsts = firsts
         # bucket -> responses, the four kinds, above the tier (four)
         self.totals = totals
         # JSON: [[response digest, that row's index], ...] (see schema.COUNT_RESPONSES)
         self.responses = responses
+        # A bucket of ``firsts`` staged under a scope's name -> that bucket in ``totals``
+        # (see rescoped): looked up only for a response counted before, which is rare.
+        self.moved = moved or {}
+
+    def rescoped(self, ids: Mapping[tuple[str, str], int]) -> Tally:
+        """This tally with each scope staged by name, ``(directory, source id)``, given
+        its id in ``ids`` (the store's, once the append's transaction made them).
+        Staging reads the store's cache without its lock, so a scope may have been
+        cached halfway through a batch: its rows staged by name and by id, whose
+        sums are one bucket's here."""
+        totals: dict[Bucket, list[int]] = {}
+        moved: dict[Bucket, Bucket] = {}
+        for key, total in self.totals.items():
+            scope = key[0]
+            if type(scope) is tuple:
+                moved[key] = (ids[scope], *key[1:])
+                key = moved[key]
+            found = totals.get(key)
+            if found is None:
+                totals[key] = list(total)
+            else:
+                for at, n in enumerate(total):
+                    found[at] += n
+        return Tally(self.firsts, totals, self.responses, moved) if moved else self
 
 
 def note(found: list[Found], *, canonical: bool = False) -> list[Noted]:
@@ -109,9 +136,10 @@ def note(found: list[Found], *, canonical: bool = False) -> list[Noted]:
 def tally(noted: Sequence[Noted], asked: Mapping[str, int | None] | None = None
           ) -> Tally | None:
     """Sum ``noted`` (in index order) by bucket, each response by its first row; a
-    usage of another shape (a source of its own) is not counted. None when a row's
-    scope is no id yet or its time needs SQLite's reading and ``asked`` (SQLite's
-    buckets of such times) is not given: staging then leaves it to the append."""
+    usage of another shape (a source of its own) is not counted. A scope staged by
+    name is summed under its name (:meth:`Tally.rescoped` gives it its id). None
+    when a row's time needs SQLite's reading and ``asked`` (SQLite's buckets of such
+    times) is not given: staging then leaves it to the append."""
     firsts: dict[str, tuple[int, Bucket, _Usage]] = {}
     totals: dict[Bucket, list[int]] = {}
     for index, scope, session, ts, usage, bucket in noted:
@@ -122,8 +150,6 @@ def tally(noted: Sequence[Noted], asked: Mapping[str, int | None] | None = None
                 return None
             if (bucket := asked.get(ts)) is None:
                 continue  # no time SQLite reads: in no bucket
-        if type(scope) is not int:
-            return None
         key = (scope, session, usage.model, bucket)
         firsts[usage.response] = (index, key, usage)
         # Written out rather than a call: this runs for every response of a batch.
@@ -173,7 +199,8 @@ def add_tally(db: sqlite3.Connection, found: Tally, first: int) -> None:
         # Some were counted by earlier rows, which all sit before this batch's.
         for (response,) in db.execute(schema.COUNTED_BEFORE,
                                       (_encoder.encode(list(firsts)), first)):
-            _, key, usage = firsts[response]
+            _, staged_key, usage = firsts[response]
+            key = found.moved.get(staged_key, staged_key)
             total = totals[key]
             for at, n in enumerate((1, usage.input_tokens, usage.output_tokens,
                                     usage.cache_creation_input_tokens,

@@ -7,7 +7,9 @@ baseline measured in the same run (``python -c pass``):
 * ``import hostcore`` in a fresh interpreter, and the import's own time measured
   inside that interpreter (target: adds under 30 ms);
 * ``hostcore plugins --json``, ``hostcore status --json`` and ``hostcore run
-  --once`` on an empty root with every installed plugin (target: each ≤ 8x);
+  --once`` on an empty root with every installed plugin (target: each ≤ 8x); the
+  last two take the lean path without click (``hostcore.cli.lean``), and ``run
+  --once`` is also timed through click for comparison (no target);
 * building a ``Host`` with every installed plugin, timed inside the interpreter
   that builds it (target: ≤ 60 ms);
 * ``hostcore --version`` as a process (the console script beside this
@@ -201,6 +203,10 @@ def main() -> int:
             "plugins --json": hostcore_command("--root", root, "plugins", "--json"),
             "status --json": hostcore_command("--root", root, "status", "--json"),
             "run --once": hostcore_command("--root", root, "run", "--once"),
+            # The same through click: `--color auto` is the default, and the lean path
+            # (hostcore.cli.lean) leaves every option of the terminal's to click.
+            "run --once (click)": hostcore_command("--root", root, "--color", "auto", "run",
+                                                   "--once"),
         }
         load_before = load_average()
         process_ms(commands, 1, env)  # warm the OS file cache
@@ -242,7 +248,7 @@ def main() -> int:
     launch_line("python -c pass", "pass")
     launch_line("python -c 'import hostcore'", "import")
     print(f"{'':28} (the import itself: {import_itself:.1f} ms)")
-    for name in ("plugins --json", "status --json", "run --once"):
+    for name in ("plugins --json", "status --json", "run --once", "run --once (click)"):
         launch_line(f"hostcore {name}", name)
     print(f"Host(...) with all plugins   {build:8.1f} ms  (in-process)")
     launch_line("hostcore --version", "version")

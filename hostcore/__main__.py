@@ -2,7 +2,8 @@
 
 ``hostcore --version`` is answered before anything is imported: it needs no
 plugin manager, and it is what scripts call most often. ``hostcore hook``, run by
-agents on every tool call, is handed to :mod:`hostcore.cli.hook` before click loads.
+agents on every tool call, is handed to :mod:`hostcore.cli.hook` before click loads;
+``run --once`` and ``status --json`` to :mod:`hostcore.cli.lean`, which never loads it.
 """
 
 from __future__ import annotations
@@ -26,20 +27,31 @@ def main(argv: list[str] | None = None) -> None:
     hook_args = hook.parse(args)
     if hook_args is not None:
         raise SystemExit(hook.main(hook_args))
-    # click, pluggy and the plugins load only past --version (see the docstring);
+    # cron's `run --once` and a script's `status --json` take a lean path too, which
+    # never imports click (hostcore.cli.lean); the rest goes through click.
+    from hostcore.cli.argv import lean_command
+
+    lean = lean_command(args, os.environ)
+    # pluggy and the plugins load only past --version (see the docstring);
     # contextlib and threading only past the hook's path too.
     import contextlib
     import gc
 
     # The cyclic collector stays off while the command line and the plugins load;
-    # run_cli turns it back on before the command runs (see its freeze_loaded).
+    # run_cli (or the lean path) turns it back on before the command runs (see its
+    # freeze_loaded).
     gc.disable()
     from hostcore.msgspec_import import import_msgspec
 
     import_msgspec()  # without typing_extensions: see hostcore.msgspec_import
-    from hostcore.cli.app import run_cli
+    if lean is not None:
+        from hostcore.cli import lean as lean_path
 
-    status = run_cli(args, freeze_loaded=True)
+        status = lean_path.main(lean)
+    else:
+        from hostcore.cli.app import run_cli
+
+        status = run_cli(args, freeze_loaded=True)
     if _lingering_threads():
         # Plugin code left a thread that is no daemon: the interpreter would wait for
         # it at exit, forever if it never ends. The host is closed by now (run_cli

@@ -9,17 +9,21 @@ import subprocess
 import sys
 
 # Prints, once the command ran, whether the collector was on while it ran and how
-# many objects were frozen (the status command's report is printed before).
+# many objects were frozen (the status command's report is printed before). The
+# probe is the host's status, which status --json calls on the console script's
+# lean path (no click) and under click alike.
 PROBE = """
 import gc, json, sys
-import click
+from hostcore.msgspec_import import import_msgspec
+import_msgspec()
+from hostcore.host import Host
 seen = {}
-invoke = click.Command.invoke
-def probe(self, ctx):
+status = Host.status
+def probe(self, *args, **kwargs):
     seen.setdefault("enabled", gc.isenabled())
     seen.setdefault("frozen", gc.get_freeze_count())
-    return invoke(self, ctx)
-click.Command.invoke = probe
+    return status(self, *args, **kwargs)
+Host.status = probe
 """
 
 

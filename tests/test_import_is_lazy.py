@@ -120,13 +120,14 @@ COLD_UNUSED = ("json", "tomllib", "dataclasses", "shutil", "bz2", "lzma", "hashl
                "_hashlib", "random", "platform")
 # The poll machinery too: on an empty root no provider is usable (gh has no repos),
 # so a tick's poll step and status need only the last cycle's summary.
+# status --json and run --once take the lean path, without click (hostcore.cli.lean).
 UNUSED_ON_A_COLD_COMMAND = {
     ("status", "--json"): (*COLD_UNUSED, "hostcore_github_capture.commands",
-                           "hostcore.workitems.poller"),
+                           "hostcore.workitems.poller", "click"),
     ("plugins", "--json"): COLD_UNUSED,
-    # A tick's --json lines are written by msgspec too (plugin.cli.emit_json_line).
+    # A tick's --json lines are written by msgspec too (plugin.output.json_text).
     ("run", "--once", "--json"): (*COLD_UNUSED, "hostcore_github_capture.commands",
-                                  "hostcore.workitems.poller"),
+                                  "hostcore.workitems.poller", "click"),
 }
 
 

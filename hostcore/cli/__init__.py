@@ -2,7 +2,11 @@
 
 * :mod:`~hostcore.cli.app` — :func:`~hostcore.cli.app.build_cli` and
   :func:`~hostcore.cli.app.run_cli` (exit statuses, one-line errors);
-* :mod:`~hostcore.cli.commands` — ``plugins``, ``run``, ``status``, ``config``.
+* :mod:`~hostcore.cli.commands` — ``plugins``, ``run``, ``status``, ``config``;
+* :mod:`~hostcore.cli.lean` — ``run --once`` and ``status --json`` without click, through
+  the same code (:mod:`~hostcore.cli.running`, :mod:`~hostcore.cli.failures`), and
+  :mod:`~hostcore.cli.hook`, an agent's event; both read their options with
+  :mod:`~hostcore.cli.argv`.
 
 This is the application only. What a plugin's own commands need (``pass_host``,
 ``json_option``, ``emit_json``, ``print_table``, ``stop_on_signals``) lives in

@@ -15,7 +15,6 @@ import importlib
 import logging
 import os
 import sqlite3
-import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -23,8 +22,10 @@ from typing import Any, NamedTuple
 import click
 
 from hostcore import __version__
+from hostcore.cli.argv import LOG_FORMAT
 from hostcore.cli.commands import COMMANDS
-from hostcore.errors import ConfigError, HostcoreError, PluginLoadError
+from hostcore.cli.failures import exit_status
+from hostcore.errors import HostcoreError
 from hostcore.plugin.calls import callers, guarded
 from hostcore.plugin.cli import HostFactory
 from hostcore.plugin.loader import BUILTIN_PLUGINS, PluginSet, load_plugins
@@ -32,7 +33,6 @@ from hostcore.plugin.terminal import COLOR_CHOICES, ColorChoice, Terminal, confi
 
 log = logging.getLogger("hostcore.cli")
 
-LOG_FORMAT = "hostcore: %(levelname)s: %(message)s"
 # Who adds the host's own commands, as RootGroup names owners.
 HOST = "hostcore"
 
@@ -263,31 +263,11 @@ def run_cli(args: list[str], *, extra_plugins: Sequence[object] = (),
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code
-    except ConfigError as exc:
-        return _fail(f"config error: {exc}", 2)
-    except PluginLoadError as exc:
-        # Strict mode is asked for by whoever is developing a plugin: the traceback,
-        # down to the plugin's own frame (the error it was raised from), is the point.
-        # A refused declaration (an empty entry point name) ran no plugin code: its one
-        # line says everything, and a trace of hostcore's own frames would only hide it.
-        click.echo(f"hostcore: {exc}", err=True)
-        if (exc.__cause__ or exc.__context__) is not None:
-            click.echo("".join(traceback.format_exception(exc)).rstrip("\n"), err=True)
-        return 1
-    except HostcoreError as exc:  # a held lock, an unusable store
-        return _fail(str(exc), 1)
-    except sqlite3.DatabaseError as exc:
-        return _fail(f"a state database cannot be used: {str(exc) or type(exc).__name__}", 1)
-    except OSError as exc:  # a full disk, a permission, a folder where a file should be
-        where = f"{exc.filename}: " if exc.filename else ""
-        return _fail(f"{where}{exc.strerror or type(exc).__name__}", 1)
-    except SystemExit as exc:
-        return int(exc.code or 0) if not isinstance(exc.code, str) else 1
+    except (HostcoreError, sqlite3.DatabaseError, OSError, SystemExit) as exc:
+        # ConfigError and PluginLoadError are HostcoreErrors too.
+        status = exit_status(exc, click.echo)
+        assert status is not None  # every one of these has a status
+        return status
     # click returns an --help/--version exit code as an int, a command's value otherwise.
     return result if isinstance(result, int) else 0
 
-
-def _fail(message: str, status: int) -> int:
-    click.echo(f"hostcore: {message}", err=True)
-    log.debug("traceback of the failure above", exc_info=True)
-    return status

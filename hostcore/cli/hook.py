@@ -19,13 +19,13 @@ import os
 import sys
 import time
 
+from hostcore.cli import argv
+from hostcore.cli.argv import LOG_FORMAT
+
 # Not typing's: typing would cost every hook run (mypy reads this constant as typing's).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
-
-# As the full command line logs (hostcore.cli.app), without importing it.
-LOG_FORMAT = "hostcore: %(levelname)s: %(message)s"
 
 
 class HookArgs:
@@ -55,28 +55,11 @@ class HookArgs:
 
 def parse(args: list[str]) -> HookArgs | None:
     """The ``hook`` invocation in ``args``, or ``None`` for anything else."""
-    root = config = agent = None
-    verbose = 0
-    rest = list(args)
-    while rest and rest[0] != "hook":
-        option = rest.pop(0)
-        name, equals, value = option.partition("=")
-        if name in ("--root", "--config"):
-            if not equals:
-                if not rest:
-                    return None
-                value = rest.pop(0)
-            if name == "--root":
-                root = value
-            else:
-                config = value
-        elif option in ("-v", "-vv", "--verbose"):
-            verbose += 2 if option == "-vv" else 1
-        else:
-            return None
-    if not rest:
+    found = argv.split(args)
+    if found is None or found.command != "hook":
         return None
-    rest.pop(0)
+    agent = None
+    rest = found.rest
     while rest:
         name, equals, value = rest.pop(0).partition("=")
         if name != "--agent":
@@ -86,7 +69,7 @@ def parse(args: list[str]) -> HookArgs | None:
                 return None
             value = rest.pop(0)
         agent = value
-    return HookArgs(root, config, verbose, agent)
+    return HookArgs(found.root, found.config, found.verbose, agent)
 
 
 def process_age() -> float:

@@ -21,19 +21,16 @@ The Host is built on first use, so ``--help`` works even with a bad config.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import update_wrapper
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 import click
-import msgspec
 
 from hostcore.host import Host
+from hostcore.plugin.output import json_text
+from hostcore.plugin.signals import stop_on_signals
 
 if TYPE_CHECKING:
     from hostcore.plugin.loader import PluginSet
@@ -106,24 +103,13 @@ def json_option(f: F) -> F:
 def emit_json(data: Any) -> None:
     """Print ``data`` (Structs, dicts, lists) as indented JSON with sorted keys; text
     outside ASCII is escaped (``\\u00e9``), so any terminal encoding can print it."""
-    text = msgspec.json.format(msgspec.json.encode(data, order="sorted"), indent=2).decode()
-    click.echo(text if text.isascii() else _stdlib_json(data, indent=2))
+    click.echo(json_text(data, indent=2))
 
 
 def emit_json_line(data: Any) -> None:
     """Print ``data`` as one line of JSON (JSON Lines, for streams of reports), keys
     sorted; text outside ASCII is escaped, as by :func:`emit_json`."""
-    text = msgspec.json.encode(data, order="sorted").decode()
-    click.echo(text if text.isascii() else _stdlib_json(data))
-
-
-def _stdlib_json(data: Any, *, indent: int | None = None) -> str:
-    # The json module costs a cold start a millisecond and a half; the common
-    # outputs (status, plugins, a tick's lines) are written by msgspec and never
-    # import it: only text outside ASCII, which msgspec cannot escape, needs it.
-    import json
-
-    return json.dumps(msgspec.to_builtins(data), indent=indent, sort_keys=True)
+    click.echo(json_text(data))
 
 
 def print_table(rows: Iterable[Sequence[Any]], headers: Sequence[str]) -> None:
@@ -132,46 +118,3 @@ def print_table(rows: Iterable[Sequence[Any]], headers: Sequence[str]) -> None:
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     for row in cells:
         click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-
-
-def stop_on_signals() -> threading.Event:
-    """An event SIGINT and SIGTERM set: loops check it between steps and stop cleanly.
-
-    Call it from the main thread (where Python runs signal handlers); each call
-    returns a new event, which the next signal sets. The handler only writes a
-    byte to a pipe, and a watcher thread sets the event: setting it in the
-    handler would take the event's lock, which the main thread may hold at that
-    instant (inside ``stop.wait``) and would never get back, so the process
-    would ignore every later SIGTERM.
-    """
-    global _signals
-    if _signals is None or _signals.pid != os.getpid():  # none yet, or a forked child's
-        _signals = _SignalPipe()
-    stop = _signals.event = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, _signals.note)
-    return stop
-
-
-class _SignalPipe:
-    """One pipe and one watcher thread per process, for :func:`stop_on_signals`."""
-
-    def __init__(self) -> None:
-        self.pid = os.getpid()
-        self.event = threading.Event()
-        self._read, self._write = os.pipe()
-        os.set_blocking(self._write, False)
-        threading.Thread(target=self._watch, name="hostcore-stop-on-signals",
-                         daemon=True).start()
-
-    def note(self, signum: int, frame: object) -> None:
-        with contextlib.suppress(BlockingIOError):  # a full pipe already holds a wake-up
-            os.write(self._write, b"\0")
-
-    def _watch(self) -> None:
-        while True:
-            os.read(self._read, 1)
-            self.event.set()
-
-
-_signals: _SignalPipe | None = None

@@ -14,6 +14,7 @@ from typing import Any
 
 from hostcore.evidence.store import EvidenceRow, SourceBatch, Store
 from hostcore.evidence.usage_fields import tokens
+from hostcore.evidence.usage_totals import note, tally
 
 SESSION = "s-1"
 
@@ -175,6 +176,7 @@ WRITER = """
 import sys
 from hostcore.evidence.store import EvidenceRow, Store
 from hostcore.evidence.usage_fields import tokens
+from hostcore.evidence.usage_totals import note, tally
 store = Store(sys.argv[1])
 n = 0
 while True:
@@ -255,6 +257,14 @@ def by_folder(path: Path) -> list[tuple[Any, ...]]:
                           "JOIN scopes s ON s.id = u.scope ORDER BY s.directory").fetchall()
 
 
+def ingest_staged_by_name(store: Store, batch: list[EvidenceRow], cursor: str) -> None:
+    """Stage ``batch`` (some of its scopes new to ``store``, so staged by name, and its
+    usage summed while staged) and ingest it with that staging."""
+    staged = store.stage(batch)
+    assert staged is not None and staged.named and staged.tally is not None
+    store.ingest("src", SourceBatch(batch, cursor), previous=None, staged=staged)
+
+
 def test_a_batch_of_new_folders_is_summed_while_staged_and_filed_under_their_ids(tmp_path):
     # A fresh store caches no scope: every row is staged by name, and the staged sums
     # go in under the ids the append makes for those names.
@@ -262,9 +272,7 @@ def test_a_batch_of_new_folders_is_summed_while_staged_and_filed_under_their_ids
     batch = [usage_row("r1", (1, 0, 0, 0), key="a", directory="/one"),
              usage_row("r2", (2, 0, 0, 0), key="b", directory="/two"),
              usage_row("r3", (4, 0, 0, 0), key="c", directory="/one")]
-    staged = store.stage(batch)
-    assert staged is not None and staged.named and staged.tally is not None
-    store.ingest("src", SourceBatch(batch, "1"), previous=None, staged=staged)
+    ingest_staged_by_name(store, batch, "1")
     assert by_folder(store.path) == [("/one", 2, 5), ("/two", 1, 2)]
 
 
@@ -275,17 +283,13 @@ def test_a_response_counted_before_comes_out_of_a_folder_staged_by_name(tmp_path
     store.append([usage_row("r1", (1, 0, 0, 0), key="a")])
     batch = [usage_row("r1", (1, 0, 0, 0), key="b", directory="/new"),
              usage_row("r2", (8, 0, 0, 0), key="c", directory="/new")]
-    staged = store.stage(batch)
-    assert staged is not None and staged.named and staged.tally is not None
-    store.ingest("src", SourceBatch(batch, "2"), previous=None, staged=staged)
+    ingest_staged_by_name(store, batch, "2")
     assert by_folder(store.path) == [("/new", 1, 8), ("/w", 1, 1)]
 
 
 def test_a_scope_staged_by_name_and_by_id_in_one_batch_is_one_bucket(tmp_path):
     # Staging reads the id cache without the store's lock: a scope cached halfway
     # through a batch has rows staged under its name and under its id.
-    from hostcore.evidence.usage_totals import note, tally
-
     usage = [tokens("m", (n, 0, 0, 0), f"r{n}") for n in (1, 2, 4)]
     ts = "2025-09-14T10:05:00.000000Z"
     found = tally(note([(0, ("/w", "src"), SESSION, ts, usage[0]),

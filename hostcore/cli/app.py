@@ -11,7 +11,6 @@ lists or reports takes ``--json``; its keys are stable and documented in
 from __future__ import annotations
 
 import gc
-import importlib
 import logging
 import os
 import sqlite3
@@ -28,6 +27,7 @@ from hostcore.cli.failures import exit_status
 from hostcore.errors import HostcoreError
 from hostcore.plugin.calls import callers, guarded
 from hostcore.plugin.cli import HostFactory
+from hostcore.plugin.declared import load_declared
 from hostcore.plugin.loader import BUILTIN_PLUGINS, PluginSet, load_plugins
 from hostcore.plugin.terminal import COLOR_CHOICES, ColorChoice, Terminal, configure
 
@@ -117,9 +117,7 @@ class RootGroup(click.Group):
     def _load_declared(self, name: str) -> None:
         """Import declared command ``name``'s module and add the command itself."""
         declared = self._declared.pop(name)
-        module_name, _, attribute = declared.target.partition(":")
-        # A built-in's own module: one that fails to import is hostcore's bug, raised.
-        command = getattr(importlib.import_module(module_name), attribute)
+        command = load_declared(declared.target)
         self._adding = declared.owner
         try:
             self.add_command(command, name)

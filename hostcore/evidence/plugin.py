@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from hostcore.errors import HostcoreError, RecordError
 from hostcore.evidence.rows import SourceBatch
+from hostcore.plugin.declared import add_declared
 from hostcore.plugin.markers import hookimpl
 from hostcore.plugin.registration import Source, StepFailed, WorkerResult, availability
 from hostcore.records import convert
@@ -369,9 +370,6 @@ DECLARED_COMMANDS = {
 
 @hookimpl
 def hostcore_commands(cli: click.Group) -> None:
-    # Imported when called: the host builds this plugin on every start, commands seldom.
-    from hostcore.evidence.commands import evidence_command, policy_group, purge_command
-    from hostcore.evidence.usage_command import usage_command
-
-    for command in (evidence_command, purge_command, policy_group, usage_command):
-        cli.add_command(command)
+    # The command modules load now, when a group asks for them: the host builds this
+    # plugin on every start, and commands seldom run.
+    add_declared(cli, DECLARED_COMMANDS)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from hostcore.errors import ConfigError
 from hostcore.export.destinations import select_destination
 from hostcore.export.ref import GOVERNANCE
+from hostcore.plugin.declared import add_declared
 from hostcore.plugin.markers import hookimpl
 from hostcore.plugin.registration import WorkerResult
 from hostcore.telemetry import EventSpec
@@ -128,8 +129,6 @@ DECLARED_COMMANDS = {
 
 @hookimpl
 def hostcore_commands(cli: click.Group) -> None:
-    # Imported when called: the commands module also imports this one, and a host builds
-    # this plugin on every start.
-    from hostcore.export.commands import export_command
-
-    cli.add_command(export_command)
+    # The command modules load now, when a group asks for them: the host builds this
+    # plugin on every start, and commands seldom run.
+    add_declared(cli, DECLARED_COMMANDS)

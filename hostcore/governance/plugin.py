@@ -24,6 +24,7 @@ import msgspec
 
 from hostcore.errors import HostcoreError
 from hostcore.plugin import fault_counts
+from hostcore.plugin.declared import add_declared
 from hostcore.plugin.markers import hookimpl
 
 if TYPE_CHECKING:
@@ -152,9 +153,6 @@ DECLARED_COMMANDS = {
 
 @hookimpl
 def hostcore_commands(cli: click.Group) -> None:
-    # Imported when called: the host builds this plugin on every start, commands seldom.
-    from hostcore.governance.commands import approve_command, check_command, stamp_command
-
-    cli.add_command(stamp_command)
-    cli.add_command(check_command)
-    cli.add_command(approve_command)
+    # The command modules load now, when a group asks for them: the host builds this
+    # plugin on every start, and commands seldom run.
+    add_declared(cli, DECLARED_COMMANDS)

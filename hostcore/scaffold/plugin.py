@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from hostcore.plugin.declared import add_declared
 from hostcore.plugin.markers import hookimpl
 
 if TYPE_CHECKING:
@@ -22,7 +23,6 @@ DECLARED_COMMANDS = {
 
 @hookimpl
 def hostcore_commands(cli: click.Group) -> None:
-    # Imported when called: the host builds this plugin on every start, commands seldom.
-    from hostcore.scaffold.commands import new_plugin
-
-    cli.add_command(new_plugin)
+    # The command modules load now, when a group asks for them: the host builds this
+    # plugin on every start, and commands seldom run.
+    add_declared(cli, DECLARED_COMMANDS)

@@ -12,6 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from hostcore.errors import HostcoreError
+from hostcore.plugin.declared import add_declared
 from hostcore.plugin.markers import hookimpl
 from hostcore.plugin.registration import WorkerResult, availability
 from hostcore.telemetry import EventSpec
@@ -189,7 +190,6 @@ DECLARED_COMMANDS = {
 
 @hookimpl
 def hostcore_commands(cli: click.Group) -> None:
-    # Imported when called: the host builds this plugin on every start, commands seldom.
-    from hostcore.workitems.commands import poll_command
-
-    cli.add_command(poll_command)
+    # The command modules load now, when a group asks for them: the host builds this
+    # plugin on every start, and commands seldom run.
+    add_declared(cli, DECLARED_COMMANDS)

@@ -20,7 +20,6 @@ import sys
 import time
 
 from hostcore.cli import argv
-from hostcore.cli.argv import LOG_FORMAT
 
 # Not typing's: typing would cost every hook run (mypy reads this constant as typing's).
 TYPE_CHECKING = False
@@ -125,7 +124,7 @@ def main(parsed: HookArgs) -> int:
     from hostcore.plugin.loader import PluginSet
 
     logging.basicConfig(level=[logging.WARNING, logging.INFO, logging.DEBUG][
-        min(parsed.verbose, 2)], format=LOG_FORMAT)
+        min(parsed.verbose, 2)], format=argv.LOG_FORMAT)
     env = os.environ
 
     def root_for() -> Path:

@@ -104,6 +104,8 @@ class Tally:
         Staging reads the store's cache without its lock, so a scope may have been
         cached halfway through a batch: its rows staged by name and by id, whose
         sums are one bucket's here."""
+        if not any(type(key[0]) is tuple for key in self.totals):
+            return self  # only a partition was staged by name
         totals: dict[Bucket, list[int]] = {}
         moved: dict[Bucket, Bucket] = {}
         for key, total in self.totals.items():
@@ -117,7 +119,7 @@ class Tally:
             else:
                 for at, n in enumerate(total):
                     found[at] += n
-        return Tally(self.firsts, totals, self.responses, moved) if moved else self
+        return Tally(self.firsts, totals, self.responses, moved)
 
 
 def note(found: list[Found], *, canonical: bool = False) -> list[Noted]:
@@ -172,14 +174,14 @@ def tally(noted: Sequence[Noted], asked: Mapping[str, int | None] | None = None
 
 
 def tally_in(db: sqlite3.Connection, noted: Sequence[Noted]) -> Tally:
-    """:func:`tally` of rows whose scopes are all ids, asking SQLite its reading of
+    """:func:`tally` of inserted rows (their scopes ids), asking SQLite its reading of
     the times not worked out from their text (it rounds fractions to milliseconds,
     so 10:14:59.9999 is 10:15's bucket), as the delete trigger will read them."""
     ask = [found[3] for found in noted if found[5] is None and found[4] is not None]
     asked: dict[str, int | None] = (
         dict(db.execute(schema.BUCKETS, (_encoder.encode(ask),))) if ask else {})
     found = tally(noted, asked)
-    assert found is not None  # every scope is an id, every time asked
+    assert found is not None  # every time not read from its text was asked
     return found
 
 

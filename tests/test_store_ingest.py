@@ -1,17 +1,12 @@
 """The built-in ingest worker: sources read since their own cursor, appended with it;
-a large batch stored on a thread of its own while the next is read, with the order,
-the one transaction per batch and the failure rules of one batch at a time."""
+one batch at a time, staged before the store's write lock is taken and committed
+with its cursor before the next is read."""
 
 from __future__ import annotations
 
 import logging
 import sqlite3
-import sys
 
-import pytest
-
-import hostcore.evidence.plugin as ingest_plugin
-from hostcore.evidence.plugin import STORE_SWITCH_INTERVAL
 from hostcore.evidence.store import EvidenceRow, SourceBatch
 from hostcore.plugin.markers import hookimpl
 
@@ -196,13 +191,7 @@ def test_a_nul_in_a_text_field_is_counted_and_skipped_so_no_destination_chokes(t
     assert store.source_health()["s"].skipped == {"unencodable": 2}
 
 
-# -- batches stored on a thread of their own while the next is read --------------
-
-
-@pytest.fixture
-def small_batches_behind(monkeypatch):
-    """These sources hand out batches of two rows: store those on the writer too."""
-    monkeypatch.setattr(ingest_plugin, "BACKGROUND_MIN_ROWS", 1)
+# -- one batch at a time: staged, stored, then the next read ----------------------
 
 
 def committed_rows(path) -> int:
@@ -210,130 +199,76 @@ def committed_rows(path) -> int:
         return db.execute("SELECT COUNT(*) FROM evidence").fetchone()[0]
 
 
-@pytest.mark.parametrize("rows, held_until", [(6, "2"), (8, "4")])
-def test_reading_goes_on_while_batches_wait_to_be_stored(
-        make_host, tmp_path, small_batches_behind, rows, held_until):
-    # Another writer holds the store until the read from ``held_until``: with two
-    # batches in flight at most, the second read and the third run while no batch
-    # could be stored yet.
+def test_each_batch_is_committed_before_the_next_is_read(make_host, tmp_path):
     seen: dict[str | None, int] = {}
-    blocker: list[sqlite3.Connection] = []
-
-    def on_read(cursor):
-        if cursor is not None and int(cursor) <= int(held_until):
-            seen[cursor] = committed_rows(host.store.path)
-        if cursor == held_until:
-            blocker.pop().rollback()
-
-    source = CountingSource("a", rows, 2, on_read=on_read)
+    source = CountingSource("a", 6, 2,
+                            on_read=lambda cursor: seen.update(
+                                {cursor: committed_rows(host.store.path)}))
     host = make_host(plugin(source), root=tmp_path / "root")
     host.store.source_cursor("a")  # the store file exists
-    # Rolled back by the source, on the step's own thread.
-    lock = sqlite3.connect(host.store.path, isolation_level=None, check_same_thread=False)
-    lock.execute("BEGIN IMMEDIATE")  # another writer: the first batch must wait for it
-    blocker.append(lock)
-    report = host.tick()
-    assert report.ok, report.failed
-    assert seen == {str(n): 0 for n in range(2, int(held_until) + 1, 2)}
-    assert source.cursors == [None, *(str(n) for n in range(2, rows, 2))]
-    assert committed_rows(host.store.path) == rows
-    assert host.store.source_cursor("a") == str(rows)
+    assert host.tick().ok
+    # Each read sees every batch before it committed, with its cursor.
+    assert seen == {None: 0, "2": 2, "4": 4}
+    assert host.store.source_cursor("a") == "6"
 
 
-def test_a_batch_refused_behind_the_next_read_drops_that_read_and_others_go_on(
-        make_host, small_batches_behind):
-    bad = CountingSource("bad", 8, 2, bad_from=2)
-    good = CountingSource("good", 2, 2)
-    host = make_host(plugin(bad, good))
-    report = host.tick()
-    (step,) = report.failed
-    assert "'bad' (bad_batch: RecordError)" in step.error
-    # Batches 3 and 4 were read while batch 2 waited to be refused (two batches
-    # wait for the writer at most): both dropped, never stored, the writer's
-    # copy of batch 3 included.
-    assert bad.cursors == [None, "2", "4", "6"]
-    assert host.store.source_cursor("bad") == "2"
-    assert host.store.partitions()["bad"].row_count == 2
-    assert host.store.partitions()["good"].row_count == 2
-    assert host.store.source_health()["bad"].last_error == "bad_batch: RecordError"
-    # The next tick starts again after the last batch stored.
-    host.tick()
-    assert bad.cursors[4] == "2"
-
-
-def test_batches_stored_behind_the_reading_are_staged_on_the_reading_thread(
-        make_host, monkeypatch, small_batches_behind):
-    import threading
-
+def test_a_batch_is_staged_before_the_store_write_lock_is_taken(make_host, monkeypatch):
     from hostcore.evidence.store import Store
 
-    staged_on: list[str] = []
+    locked_while_staging: list[bool] = []
     real_stage = Store.stage
 
     def stage(self, rows):
-        staged_on.append(threading.current_thread().name)
+        # Another process could take the write lock now: the step holds none.
+        other = sqlite3.connect(self.path, timeout=0, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            other.rollback()
+            locked_while_staging.append(False)
+        except sqlite3.OperationalError:
+            locked_while_staging.append(True)
+        finally:
+            other.close()
         return real_stage(self, rows)
 
     monkeypatch.setattr(Store, "stage", stage)
     host = make_host(plugin(CountingSource("a", 6, 2)))
+    host.store.source_cursor("a")  # the store file exists
     assert host.tick().ok
-    # Once per batch, by the thread that read it (the step's own): the writer runs
-    # little but SQLite.
-    assert staged_on == ["hostcore-step-ingest"] * 3
+    assert locked_while_staging == [False] * 3
     assert host.store.partitions()["a"].row_count == 6
 
 
-def test_the_thread_switch_interval_is_lowered_only_while_batches_are_stored(
-        make_host, small_batches_behind):
-    before = sys.getswitchinterval()
-    during: list[float] = []
-    source = CountingSource("a", 4, 2,
-                            on_read=lambda cursor: during.append(sys.getswitchinterval()))
-    host = make_host(plugin(source))
-    assert host.tick().ok
-    assert during[0] == before
-    assert during[1] == pytest.approx(min(before, STORE_SWITCH_INTERVAL))
-    assert sys.getswitchinterval() == before
+def test_a_refused_batch_stops_its_source_and_the_others_go_on(make_host):
+    bad = CountingSource("bad", 8, 2, bad_from=2)
+    good = CountingSource("good", 4, 2)
+    host = make_host(plugin(bad, good))
+    report = host.tick()
+    (step,) = report.failed
+    assert "'bad' (bad_batch: RecordError)" in step.error
+    # The refused batch (rows 2-3) is the source's last read this tick: its cursor
+    # stays after the batch stored before it, and nothing after it is read.
+    assert bad.cursors == [None, "2"]
+    assert host.store.source_cursor("bad") == "2"
+    assert host.store.partitions()["bad"].row_count == 2
+    assert host.store.partitions()["good"].row_count == 4
+    assert host.store.source_health()["bad"].last_error == "bad_batch: RecordError"
+    # The next tick starts again after the last batch stored.
+    host.tick()
+    assert bad.cursors[2] == "2"
 
 
-def test_a_quiet_step_stores_at_once_and_starts_no_thread(make_host):
+def test_a_large_backlog_is_ingested_on_the_step_thread_alone(make_host):
     import threading
 
-    source = CountingSource("a", 6, 2)  # batches far under BACKGROUND_MIN_ROWS
+    source = CountingSource("a", 12_000, 5_000)
     host = make_host(plugin(source))
     before = threading.active_count()
     threads: list[int] = []
     source.on_read = lambda cursor: threads.append(threading.active_count())
-    assert host.tick().ok and host.tick().ok
-    # Three batches, then an idle read, on the step's own thread alone.
-    assert threads == [before + 1] * 4
-    assert host.store.partitions()["a"].row_count == 6
-
-
-def test_overlapping_steps_of_two_hosts_put_back_the_interval_they_found():
-    from hostcore.evidence.plugin import _SwitchInterval
-
-    before = sys.getswitchinterval()
-    switching = _SwitchInterval()
-    switching.enter()  # host A's step
-    switching.enter()  # host B's, in another thread of the same process
-    switching.leave()  # A ends first: B is still storing behind its reading
-    assert sys.getswitchinterval() == pytest.approx(min(before, STORE_SWITCH_INTERVAL))
-    switching.leave()
-    assert sys.getswitchinterval() == before
-
-
-def test_a_small_batch_read_behind_a_refused_one_of_its_source_is_dropped(
-        make_host, monkeypatch):
-    # The first batch (two rows and a non-row) goes to the writer; the second, one
-    # row, would be stored at once: it must wait for the first, and be dropped
-    # when that one is refused, or its cursor would skip the refused rows.
-    monkeypatch.setattr(ingest_plugin, "BACKGROUND_MIN_ROWS", 3)
-    source = CountingSource("a", 3, 2, bad_from=0)
-    host = make_host(plugin(source))
-    report = host.tick()
-    (step,) = report.failed
-    assert "'a' (bad_batch: RecordError)" in step.error
-    assert source.cursors == [None, "2"]
-    assert host.store.source_cursor("a") is None
-    assert "a" not in host.store.partitions()
+    assert host.tick().ok
+    # Three batches of thousands of rows, on the step's own thread alone (the
+    # tick runs each step on a thread of its own), and no thread left after it.
+    assert threads == [before + 1] * 3
+    assert threading.active_count() == before
+    assert host.store.partitions()["a"].row_count == 12_000

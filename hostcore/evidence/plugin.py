@@ -14,10 +14,7 @@
 from __future__ import annotations
 
 import logging
-import sys
-import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -30,11 +27,8 @@ from hostcore.records import convert
 from hostcore.telemetry import EventSpec
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future, ThreadPoolExecutor
-
     import click
 
-    from hostcore.evidence.store import Appended, Staged
     from hostcore.host import Host
 
 log = logging.getLogger("hostcore.evidence")
@@ -73,18 +67,8 @@ EVENTS = (
 # and reports the rest as pending (seconds).
 INGEST_SLICE_SECONDS = 2.0
 # How long an ingest step may run before the tick abandons it (seconds): a slice
-# and the batches stored behind it, with room for a slow source's one read.
+# and its last batch's transaction, with room for a slow source's one read.
 INGEST_DEADLINE_SECONDS = 300.0
-# The fewest rows a batch has to be stored on a thread of its own while the next
-# batch is read; a smaller one (a tick's few new lines) is stored at once, as
-# the thread would cost more than it saves.
-BACKGROUND_MIN_ROWS = 1_000
-# Batches handed to that thread and not stored yet, at most: with two, a slow
-# commit (SQLite copying its log into the file) delays the reading by nothing.
-BATCHES_IN_FLIGHT = 2
-# The interpreter's thread switch interval while a batch is stored behind the
-# reading of the next (seconds; see _Handover).
-STORE_SWITCH_INTERVAL = 0.0002
 
 
 @hookimpl
@@ -133,13 +117,9 @@ class IngestWorker:
     store (``hostcore status`` shows it), and once every other source had its
     turn the step fails naming it, so the exit status of ``run --once`` tells.
 
-    A batch of :data:`BACKGROUND_MIN_ROWS` rows or more is staged on the reading
-    thread (:meth:`Store.stage <hostcore.evidence.store.Store.stage>`) and stored
-    on a thread of its own while the next ones are read (SQLite inserts a few
-    thousand rows per call, during which Python runs on), so a backlog costs less
-    than reading and storing one after the other. Each batch is still one
-    transaction with its cursor, stored in the order read; a batch read after one
-    of its source's batches failed is dropped.
+    Each batch is staged (:meth:`Store.stage <hostcore.evidence.store.Store.stage>`)
+    before the store's write lock is taken, then stored as one transaction with
+    its cursor, before the next batch is read.
     """
 
     name = "ingest"
@@ -164,15 +144,15 @@ class IngestWorker:
         deadline = self._clock() + self.slice_seconds
         cursors = {s.name: host.store.source_cursor(s.name) for s in ready}
         try:
-            with _Handover(host, counts, cursors) as handover:
-                while ready:
-                    ready = [source for source in ready if handover.read_once(source)]
-                    if self._clock() >= deadline:
-                        break
+            batches = _Batches(host, counts, cursors)
+            while ready:
+                ready = [source for source in ready if batches.read_once(source)]
+                if self._clock() >= deadline:
+                    break
         except Exception as exc:
             # The batches stored before the store failed (a full disk) stay stored.
             raise StepFailed(counts) from exc
-        failed = handover.failed
+        failed = batches.failed
         pending = any(source.name not in failed for source in ready)
         host.emit("evidence.ingested", more=pending, **counts)
         if failed:
@@ -197,41 +177,27 @@ class IngestWorker:
         return {"sources": sources}
 
 
-class _Handover:
-    """One ingest step's batches on their way into the store: each is handed over
-    once read, and a large one is stored on a thread of its own while the next
-    ones are read (up to :data:`BATCHES_IN_FLIGHT` wait their turn). Leaving the
-    ``with`` block waits for every one."""
+class _Batches:
+    """One ingest step's batches on their way into the store: each is staged once
+    read, outside the store's write lock, then stored with its cursor before the
+    next is read.
+
+    One thread does both. Storing behind the reading on a thread of its own (as
+    0.2.8 and before did) gained wall clock only while a second core sat idle, and
+    cost about a fifth more CPU on two cores (each thread slower beside the other,
+    and the global lock passed back and forth): benchmarks/ingest.py."""
 
     def __init__(self, host: Host, counts: dict[str, int],
                  cursors: dict[str, str | None]) -> None:
         self._host = host
         self._counts = counts
-        # Each source's cursor after its last batch handed over (stored, or being stored).
+        # Each source's cursor after its last batch stored.
         self._cursors = cursors
         # Sources that failed this step, with the kind of failure.
         self.failed: dict[str, str] = {}
-        self._writer: ThreadPoolExecutor | None = None  # made for the first large batch
-        # Oldest first; the writer stores them in this order.
-        self._in_flight: deque[tuple[str, SourceBatch, Future[Appended | None]]] = deque()
-        # Sources one of whose batches the writer could not store: it drops their
-        # later ones, whose cursors count on it. Only the writer thread adds to it.
-        self._broken: set[str] = set()
-
-    def __enter__(self) -> _Handover:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        try:
-            if exc_info[0] is None:
-                self._finish()
-        finally:
-            if self._writer is not None:
-                self._writer.shutdown(wait=True)  # a batch in flight commits or fails whole
-                _quick_switching.leave()
 
     def read_once(self, source: Source) -> bool:
-        """Read one batch of ``source`` and hand it over; True when it has more ready."""
+        """Read one batch of ``source`` and store it; True when it has more ready."""
         name = source.name
         if name in self.failed:
             return False
@@ -246,68 +212,24 @@ class _Handover:
         except (RecordError, TypeError, ValueError) as exc:
             self._fail(name, "bad_batch", exc)
             return False
-        at_once = len(batch.rows) < BACKGROUND_MIN_ROWS
-        # A batch stored here waits for every one before it (the store is written in
-        # order); one handed to the writer waits only for room in its queue, and the
-        # writer drops it if a batch of its source ahead of it fails.
-        self._finish(keep=0 if at_once else BATCHES_IN_FLIGHT - 1)
-        if name in self.failed:
-            return False  # read after a batch of its own that failed: dropped
-        previous, self._cursors[name] = self._cursors[name], batch.cursor
         store = self._host.store
-        if at_once:
-            self._stored(name, batch, lambda: store.ingest(name, batch, previous=previous))
-            return batch.more
-        if self._writer is None:
-            # Loaded for a step with a large batch: an idle or a quiet tick never needs it.
-            from concurrent.futures import ThreadPoolExecutor
-
-            self._writer = ThreadPoolExecutor(1, thread_name_prefix="hostcore-ingest")
-            _quick_switching.enter()
-        # Staged here, so the writer thread runs little but SQLite and seldom
-        # takes Python's global lock from the reading.
-        self._in_flight.append((name, batch, self._writer.submit(
-            self._store_behind, name, batch, previous, store.stage(batch.rows))))
-        return batch.more
-
-    def _store_behind(self, name: str, batch: SourceBatch, previous: str | None,
-                      staged: Staged | None) -> Appended | None:
-        """Store ``batch`` (on the writer thread); None when an earlier batch of its
-        source failed, as the step then drops it."""
-        if name in self._broken:
-            return None
+        staged = store.stage(batch.rows) if batch.rows else None
         try:
-            return self._host.store.ingest(name, batch, previous=previous, staged=staged)
-        except BaseException:
-            self._broken.add(name)
-            raise
-
-    def _finish(self, keep: int = 0) -> None:
-        """Wait for batches in flight, oldest first, until ``keep`` are left, and
-        count what each stored."""
-        while len(self._in_flight) > keep:
-            name, batch, future = self._in_flight.popleft()
-            self._stored(name, batch, future.result)
-
-    def _stored(self, name: str, batch: SourceBatch,
-                store: Callable[[], Appended | None]) -> None:
-        try:
-            outcome = store()
+            outcome = store.ingest(name, batch, previous=self._cursors[name], staged=staged)
         except (RecordError, TypeError, ValueError) as exc:
             # The batch, not the store, is at fault (a StoreError says the store
             # cannot be used: that fails the whole step).
             self._fail(name, "bad_batch", exc)
-            return
-        if outcome is None:
-            return  # dropped behind a batch of its source that failed
+            return False
+        self._cursors[name] = batch.cursor
         counts = self._counts
         counts["rows"] += outcome.inserted
         counts["lines_skipped"] += sum(batch.skipped.values()) + sum(outcome.rejected.values())
         if self._host.progress is not None:
             self._host.progress(f"ingest: {counts['rows']:,} rows so far")
+        return batch.more
 
     def _fail(self, name: str, reason: str, exc: Exception) -> None:
-        self._finish()  # the store is written in order: the batches in flight first
         host = self._host
         self._counts["failed"] += 1
         kind = f"{reason}: {type(exc).__name__}"
@@ -317,38 +239,6 @@ class _Handover:
         log.debug("source %r failed", name, exc_info=exc)
         host.emit("evidence.source_failed", reason=reason)
         host.store.record_failure(name, kind)
-
-
-class _SwitchInterval:
-    """The interpreter's thread switch interval, lowered to :data:`STORE_SWITCH_INTERVAL`
-    while any ingest step stores behind its reading, and put back as found when the
-    last such step ends (the steps of several hosts in one process may overlap).
-
-    The writer takes Python's global lock back after each call into SQLite; at the
-    default 5 ms a thread waits for it, a transaction's dozen short statements would
-    wait longer than its insert takes.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._steps = 0
-        self._found = 0.0
-
-    def enter(self) -> None:
-        with self._lock:
-            if self._steps == 0:
-                self._found = sys.getswitchinterval()
-                sys.setswitchinterval(min(self._found, STORE_SWITCH_INTERVAL))
-            self._steps += 1
-
-    def leave(self) -> None:
-        with self._lock:
-            self._steps -= 1
-            if self._steps == 0:
-                sys.setswitchinterval(self._found)
-
-
-_quick_switching = _SwitchInterval()
 
 
 # The commands this plugin adds: name -> ("module:attribute", one-line help).

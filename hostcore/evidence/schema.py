@@ -149,8 +149,7 @@ BUCKETS = f"SELECT value, unixepoch(value) / {15 * 60} FROM json_each(?)"
 # Record responses as counted, each by a row, unless one is already: the position of
 # the batch's first row, and a JSON list of [response digest, the row's index in the
 # batch] (staged before the position is known). One text, not a parameter per
-# value: the storing thread binds two, and SQLite reads the list without Python's
-# global lock, which the thread reading the next batch wants meanwhile. ``WHERE
+# value: Python binds two, and SQLite reads the list itself. ``WHERE
 # true`` tells SQLite's parser the ``ON CONFLICT`` is the upsert's.
 COUNT_RESPONSES = ("INSERT INTO usage_responses (response, position) "
                    "SELECT value ->> 0, (value ->> 1) + ? FROM json_each(?) WHERE true "
@@ -201,9 +200,8 @@ def insert_rows(count: int) -> str:
     """Insert ``count`` evidence rows in one statement, seven parameters each: part,
     scope, session_id, ts, git_remote, payload, key.
 
-    One statement, not ``executemany``: SQLite does the work in one call, during
-    which Python's other threads run (the ingest worker reads the next batch
-    meanwhile), and it saves the per-row round trip, most of a plain insert's cost.
+    One statement, not ``executemany``: SQLite does the work in one call, which
+    saves the per-row round trip, most of a plain insert's cost.
     ``OR ROLLBACK``: a row the table refuses rolls the whole transaction back, so
     SQLite keeps no statement journal (a copy of every page the statement changes,
     written to a temporary file in case the statement alone must be undone).
@@ -228,13 +226,11 @@ def insert_chunked(db: sqlite3.Connection, statement: Callable[[int], str],
     (fewer when SQLite was built to take fewer parameters); returns how many rows
     the statements changed.
 
-    Never ``executemany``: it takes Python's global lock back after every row,
-    and while the ingest worker reads on another thread each of those takes
-    costs both threads a switch (for a batch's usage responses, that was most of
-    what usage fields cost an ingest: benchmarks/ingest.py).
+    Never ``executemany``: it runs the statement once a row, with Python's
+    bindings and SQLite's setup each time.
 
     The rows short of a whole chunk go in statements of a power of two rows each
-    (1,000 rows: 512 + 256 + 128 + 64 + 32 + 8), so a statement's text is one of
+    (1,000 rows of 256 a chunk: 3 x 256 + 128 + 64 + 32 + 8), so a statement's text is one of
     a few, which the connection's statement cache keeps compiled: a batch of any
     other size would make SQLite parse a statement of thousands of parameters anew
     (a third of a microsecond a row).

@@ -2,14 +2,12 @@
 
 Staging notes the batch's rows with usage (:func:`note`: each usage checked, each
 time's bucket worked out from its text) and sums them per scope, session, model
-and quarter-hour (:func:`tally`), on the thread that read them: the thread that
-stores the batch then runs SQLite alone and seldom takes Python's global lock
-from the reading, which with usage fields cost both threads more than the sums
-themselves. The append calls :func:`add_tally` in its own transaction, so the
-aggregate and the rows commit together or not at all: the store runs one upsert
-per bucket, not one per row (see :data:`hostcore.evidence.schema.USAGE_DDL`). When
-it inserted not every row (a key or a purge refused some), or staging could not sum
-them (a time only SQLite reads), it sums those it inserted itself
+and quarter-hour (:func:`tally`) before the store's write lock is taken. The
+append calls :func:`add_tally` in its own transaction, so the aggregate and the
+rows commit together or not at all: the store runs one upsert per bucket, not
+one per row (see :data:`hostcore.evidence.schema.USAGE_DDL`). When it inserted not
+every row (a key or a purge refused some), or staging could not sum them (a time
+only SQLite reads), it sums those it inserted itself
 (:func:`tally_in`). A batch whose scopes are new to the store is summed by their
 names while staged, and given their ids once the append has made them.
 """
@@ -124,8 +122,8 @@ class Tally:
 
 def note(found: list[Found], *, canonical: bool = False) -> list[Noted]:
     """``found`` checked and bucketed, ahead of the transaction that inserts the rows:
-    called while the batch is staged, on the thread that read it, which has the rows
-    at hand, so the append runs little but SQLite. ``canonical``: every time is known
+    called while the batch is staged, before the store's write lock is taken, so
+    the append runs little but SQLite. ``canonical``: every time is known
     to be in the canonical form already (staging matched them all), so none is
     matched again."""
     usages = _checked([usage for _, _, _, _, usage in found])

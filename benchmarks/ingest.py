@@ -9,7 +9,7 @@ then measures, each in a child process of its own so its peak RSS is its own:
   transaction: the floor any ingest is compared with;
 * hostcore: a Host with the claude-code and codex sources draining the corpora as
   ``run --once`` does (ticks while work is pending): rows/s, MB/s, the ratio to
-  raw by wall clock (target >= 0.6x) and by CPU time, and peak RSS; raw and
+  raw by wall clock and by CPU time (target >= 0.6x by each), peak RSS; raw and
   hostcore run in interleaved pairs (``--runs``, 5 by default), judged by the
   median ratio; each launch of either measures ``--best-of`` times in its own
   process (3 by default, a fresh table or root each time) and reports the attempt
@@ -517,14 +517,14 @@ def main(argv: list[str] | None = None) -> int:
                   f"{found['rows'] / found['cpu']:>9,.0f} rows/s, "
                   f"{size / 1e6 / found['cpu']:6.1f} MB/s; peak RSS {found['peak_mib']:.0f} MiB"
                   + (f", {found['ticks']} tick(s)" if "ticks" in found else ""))
-        # Judged by wall clock, what a user waits for: the store works on a thread of
-        # its own while the next batch is read, so hostcore's CPU time (both threads)
-        # runs ahead of its wall clock; the CPU ratio shows what that overlap costs.
+        # Judged by wall clock, what a user waits for, and by CPU time, which a busy
+        # machine moves least (issue 32): both medians must reach the target.
+        met = wall >= TARGET_RATIO and cpu >= TARGET_RATIO
         print(f"ingest/raw: {wall:.2f}x rows/s by wall clock, the median of {len(pairs)} "
-              f"run(s) (min {min(p[0] for p in pairs):.2f}x, max {max(p[0] for p in pairs):.2f}x; "
-              f"target >= {TARGET_RATIO}x) {'PASS' if wall >= TARGET_RATIO else 'MISS'}; "
+              f"run(s) (min {min(p[0] for p in pairs):.2f}x, max {max(p[0] for p in pairs):.2f}x), "
               f"{cpu:.2f}x by CPU time (min {min(p[1] for p in pairs):.2f}x, max "
-              f"{max(p[1] for p in pairs):.2f}x)")
+              f"{max(p[1] for p in pairs):.2f}x); target >= {TARGET_RATIO}x by each "
+              f"{'PASS' if met else 'MISS'}")
 
         # The same sessions and lines with usage fields, against the ones without:
         # raw and hostcore on each, interleaved. Built from the same seed.

@@ -185,8 +185,9 @@ def test_a_batch_staged_after_its_names_were_met_carries_their_ids(tmp_path):
 
 def test_a_scope_cached_while_its_batch_was_staged_counts_each_row_once(
         tmp_path, monkeypatch):
-    # The writer thread caches ids while the reading thread stages: one batch can
-    # meet a directory by name, then by id. Both must add up in the tuple counts.
+    # Another thread of an embedding process can cache ids while one stages: one
+    # batch can meet a directory by name, then by id. Both must add up in the tuple
+    # counts.
     store = Store(tmp_path / "store.sqlite3")
     store.append([row(key="seed", directory="/a")])
     scope_id = store._scope_ids.pop(("/a", "s"))
@@ -269,8 +270,8 @@ def test_a_row_that_is_not_an_evidence_row_is_refused_whether_staged_or_not(tmp_
 
 
 def test_a_batch_is_a_few_statements_whatever_its_rows_and_tuples(tmp_path, monkeypatch):
-    # Each statement is a switch between the ingest worker's threads: a batch's
-    # rows and its tuples' counts go in by the statement, never by the row. The 500
+    # A batch's rows and its tuples' counts go in by the statement, never by the
+    # row, and the rows are never read back to count them. The 500
     # rows short of a chunk go in statements of a power of two rows each (256, 128,
     # 64, 32, 16, 4), whose texts the statement cache keeps: a few, not 500.
     monkeypatch.setattr(store_module, "INSERT_CHUNK_ROWS", 1_000)
@@ -290,8 +291,59 @@ def test_a_batch_is_a_few_statements_whatever_its_rows_and_tuples(tmp_path, monk
     assert [s.count("'k") for s in inserts] == [1_000, 1_000, 256, 128, 64, 32, 16, 4]
     # 280 tuples (40 folders by 7 remotes): 256 + 16 + 8.
     assert sum(s.startswith("INSERT INTO tuples") for s in seen) == 3
+    assert not [s for s in seen if "FROM evidence" in s]
     assert len(seen) <= 20
     assert store.stats()["rows"] == 5_000
+
+
+def counted_tuples(store: Store) -> list[tuple[object, ...]]:
+    """The tuples table in id order, named, beside what the rows themselves say."""
+    with sqlite3.connect(store.path) as db:
+        table = db.execute("SELECT p.name, s.directory, t.git_remote, t.rows FROM tuples t "
+                           "JOIN partitions p ON p.id = t.part JOIN scopes s ON s.id = t.scope "
+                           "ORDER BY t.id").fetchall()
+        rows = db.execute("SELECT p.name, s.directory, e.git_remote, COUNT(*) FROM evidence e "
+                          "JOIN partitions p ON p.id = e.part JOIN scopes s ON s.id = e.scope "
+                          "GROUP BY e.part, e.scope, e.git_remote "
+                          "ORDER BY MIN(e.position)").fetchall()
+    assert table == rows
+    return table
+
+
+def test_tuples_counted_while_staged_are_the_rows_stored_in_order_of_first_row(tmp_path):
+    store = Store(tmp_path / "store.sqlite3")
+    # Runs of remotes that come back, a directory met again after another, and
+    # partitions and scopes new to the store (staged by name), then the same by id.
+    def rows(start: int) -> list[EvidenceRow]:
+        layout = [("p", "/a", "r1"), ("p", "/a", "r1"), ("p", "/a", "r2"), ("q", "/a", "r1"),
+                  ("p", "/b", "r1"), ("p", "/a", "r1"), ("p", "/a", "r2")]
+        return [EvidenceRow(partition=part, source_id="s", directory=directory,
+                            git_remote=remote, key=f"k{start + at}")
+                for at, (part, directory, remote) in enumerate(layout)]
+
+    first = rows(0)
+    assert store.stage(first).named  # nothing cached yet
+    store.ingest("s", batch(first), previous=None, staged=store.stage(first))
+    assert counted_tuples(store) == [("p", "/a", "r1", 3), ("p", "/a", "r2", 2),
+                                     ("q", "/a", "r1", 1), ("p", "/b", "r1", 1)]
+    second = rows(7)
+    assert not store.stage(second).named
+    store.ingest("s", batch(second, "c2"), previous="c", staged=store.stage(second))
+    assert counted_tuples(store) == [("p", "/a", "r1", 6), ("p", "/a", "r2", 4),
+                                     ("q", "/a", "r1", 2), ("p", "/b", "r1", 2)]
+    assert store.partitions()["p"].row_count == 12
+    assert store.partitions()["q"].row_count == 2
+
+
+def test_a_batch_a_purge_left_rows_out_of_counts_only_the_rows_stored(tmp_path):
+    store = Store(tmp_path / "store.sqlite3")
+    store.append([row(key="gone", directory="/a")], source="s")
+    store.purge(directory="/a")
+    again = [row(key="gone", directory="/a", git_remote="r"),
+             row(key="new", directory="/a", git_remote="r"),
+             row(key="other", directory="/b", git_remote="r")]
+    store.ingest("s", batch(again), previous=None, staged=store.stage(again))
+    assert [t[1:] for t in counted_tuples(store)] == [("/a", "r", 1), ("/b", "r", 1)]
 
 
 def test_a_sqlite_built_for_fewer_parameters_gets_smaller_statements(tmp_path):

@@ -112,6 +112,10 @@ class Staged(NamedTuple):
     usage: list[Noted]
     # Their sums (usage_totals.tally), or None when staging could not make them.
     tally: Tally | None
+    # Rows per (part, scope, git remote) as staged (by id or by name), in the order
+    # each first appears: what the tuples table and the partitions' counts grow by
+    # when every row is inserted, so the append need not read the rows back.
+    tuples: dict[tuple[Any, Any, Any], int]
 
 
 class SourceHealth(msgspec.Struct):
@@ -313,6 +317,11 @@ class Store:
         scope: Any = None
         by_name = False
         run = 0  # where the rows of the current group start in params
+        # Rows come in runs of one remote too: counted a run at a time.
+        tuples: dict[tuple[Any, Any, Any], int] = {}
+        counting: tuple[Any, Any, Any] | None = None  # the current run's tuple
+        since = 0  # the row the current run starts at
+        remote: Any = None
         usage: list[tuple[int, Any, str, str, Any]] = []
         try:
             # The batch's stamps made canonical at once (one match when all are common).
@@ -322,17 +331,23 @@ class Store:
                     return None
                 partition, source_id, directory = row.partition, row.source_id, row.directory
                 if (directory != group[1] or partition != group[0]
-                        or source_id != group[2]):
-                    if by_name:
-                        named.append((run, len(params)))
-                    group = (partition, directory, source_id)
-                    found = self._cached_ids(partition, directory, source_id, ids)
-                    if found is None:
-                        return None
-                    part, scope, by_name = found
-                    run = len(params)
+                        or source_id != group[2] or row.git_remote != remote):
+                    if counting is not None:
+                        tuples[counting] = tuples.get(counting, 0) + index - since
+                    if (directory != group[1] or partition != group[0]
+                            or source_id != group[2]):
+                        if by_name:
+                            named.append((run, len(params)))
+                        group = (partition, directory, source_id)
+                        found = self._cached_ids(partition, directory, source_id, ids)
+                        if found is None:
+                            return None
+                        part, scope, by_name = found
+                        run = len(params)
+                    remote, since = row.git_remote, index
+                    counting = (part, scope, remote)
                 ts, payload = stamps[index], row.payload
-                params += (part, scope, row.session_id, ts, row.git_remote,
+                params += (part, scope, row.session_id, ts, remote,
                            encode(payload).decode(), row.key)
                 # Most rows carry no usage: a type check and a dict look-up.
                 if type(payload) is dict and "usage" in payload:
@@ -343,8 +358,10 @@ class Store:
             return None  # AttributeError: a row without a ts, no EvidenceRow
         if by_name:
             named.append((run, len(params)))
+        if counting is not None:
+            tuples[counting] = tuples.get(counting, 0) + len(rows) - since
         noted = note(usage, canonical=every_canonical) if usage else []
-        return Staged(rows, params, ids, named, noted, tally(noted))
+        return Staged(rows, params, ids, named, noted, tally(noted), tuples)
 
     def _cached_ids(self, partition: object, directory: object, source_id: object,
                     ids: dict[str | tuple[str, str], int]) -> tuple[Any, Any, bool] | None:
@@ -389,18 +406,19 @@ class Store:
             self._check_ids(db)
             head = _head(db)
             rejected: dict[str, dict[str, int]] = {}
-            tallied = self._insert_at_once(db, rows, staged, head)
-            if tallied is None:
+            at_once = self._insert_at_once(db, rows, staged, head)
+            if at_once is None:
                 if not db.in_transaction:
                     # The insert refused a row and rolled everything back: again.
                     self._ids_under = None  # ids it created are gone
                     db.execute("BEGIN IMMEDIATE")
                     self._check_ids(db)
                     head = _head(db)
-                tallied = self._insert_one_by_one(db, rows, source, rejected)
+                at_once = (self._insert_one_by_one(db, rows, source, rejected), None)
+            tallied, tuples = at_once
             add_tally(db, tallied, head + 1)
-            # Counted by SQLite, which lets the reading thread run meanwhile.
-            outcome.inserted = _count(db, _tuples_since(db, head))
+            # Counted while staged, when every row went in; else read back.
+            outcome.inserted = _count(db, _tuples_since(db, head) if tuples is None else tuples)
             if source is not None:
                 db.execute("INSERT INTO source_cursors (source, cursor) VALUES (?, ?) "
                            "ON CONFLICT (source) DO UPDATE SET cursor = excluded.cursor",
@@ -416,13 +434,15 @@ class Store:
         return outcome
 
     def _insert_at_once(self, db: sqlite3.Connection, rows: list[EvidenceRow],
-                        staged: Staged | None, head: int) -> Tally | None:
+                        staged: Staged | None, head: int
+                        ) -> tuple[Tally, dict[TupleKey, int] | None] | None:
         """The common case, every row new and storable, inserted by one statement per
         :data:`INSERT_CHUNK_ROWS` rows from its staged parameters (staged here
         unless staged before with ids that still hold).
 
-        Returns the tally of the inserted rows' usage (see usage_totals), or None
-        when a row's key is already stored or repeats in the batch (the
+        Returns the tally of the inserted rows' usage (see usage_totals) and, when
+        every row was inserted, the rows per tuple (else None: a purge left some
+        out), or None when a row's key is already stored or repeats in the batch (the
         unique index refuses it) or a value cannot be stored; the caller then goes
         row by row. If it had begun inserting, it rolled the transaction back
         (see schema.insert_rows), positions too: none is used up. Rows whose key a
@@ -450,17 +470,19 @@ class Store:
         # positions after head one by one (the rows kept, when a purge left some out).
         # A row's scope id is read here: it may have been staged by name.
         if type(kept) is range:
+            # Staged by cached ids, each among those _ids_hold found still so, or by
+            # names, which _ids_for_names gave ids.
+            tuples = _tuples_by_id(staged, params) if staged.named else staged.tuples
             if staged.tally is not None:
-                # Summed while it was staged: its rows' scopes cached ids, each among
-                # those _ids_hold found still so, or names _ids_for_names gave ids.
-                return staged.tally.rescoped(self._scope_ids) if staged.named \
-                    else staged.tally
+                return (staged.tally.rescoped(self._scope_ids) if staged.named
+                        else staged.tally), tuples
             return tally_in(db, [(at, params[at * ROW_PARAMS + 1], session, ts, usage, bucket)
-                                 for at, _, session, ts, usage, bucket in staged.usage])
+                                 for at, _, session, ts, usage, bucket in staged.usage]), tuples
         order = {index: at for at, index in enumerate(kept)}
         return tally_in(db, [(at, params[at * ROW_PARAMS + 1], session, ts, usage, bucket)
                              for index, _, session, ts, usage, bucket in staged.usage
-                             if (at := order.get(index, -1)) >= 0])
+                             if (at := order.get(index, -1)) >= 0]), None
+
 
     def _ids_hold(self, ids: dict[str | tuple[str, str], int]) -> bool:
         """Whether every id staged from the cache is the one cached now (the caller
@@ -782,6 +804,22 @@ def _tuples_since(db: sqlite3.Connection, head: int) -> dict[TupleKey, int]:
     """Rows per tuple inserted after position ``head``, in the order tuples first appear."""
     return {(part, scope, remote): n
             for part, scope, remote, n in db.execute(schema.COUNT_NEW, (head,))}
+
+
+def _tuples_by_id(staged: Staged, params: list[Any]) -> dict[TupleKey, int]:
+    """``staged``'s rows per tuple, each partition and scope staged by name given the
+    id ``params`` (its parameters once the append's transaction made the ids) holds
+    in its place. A scope cached halfway through staging has rows staged both ways:
+    one tuple here."""
+    ids: dict[Any, Any] = {}
+    for start, _ in staged.named:
+        ids[staged.params[start]] = params[start]
+        ids[staged.params[start + 1]] = params[start + 1]
+    counted: dict[TupleKey, int] = {}
+    for (part, scope, remote), n in staged.tuples.items():
+        key = (ids.get(part, part), ids.get(scope, scope), remote)
+        counted[key] = counted.get(key, 0) + n
+    return counted
 
 
 def _count(db: sqlite3.Connection, inserted: dict[TupleKey, int]) -> int:

@@ -33,3 +33,30 @@ def test_benchmark_runs_quick_and_prints_ratios(script, tmp_path):
                             capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert RATIO.search(result.stdout), result.stdout[-2000:]
+
+
+def test_the_ingest_benchmark_measures_a_home_folders_own_transcripts(tmp_path):
+    home = tmp_path / "home"
+    session = home / ".claude" / "projects" / "-w" / "s1.jsonl"
+    session.parent.mkdir(parents=True)
+    session.write_text("".join(
+        '{"type":"user","cwd":"/w","sessionId":"s1","uuid":"u%d",'
+        '"timestamp":"2026-01-01T00:00:%02d.000Z","message":{"role":"user","content":"hi"}}\n'
+        % (n, n) for n in range(40)))
+    before = session.read_bytes()
+    result = subprocess.run([sys.executable, str(BENCHMARKS / "ingest.py"), "--home", str(home),
+                             "--runs", "1", "--best-of", "1"],
+                            capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "40 lines in 1 files" in result.stdout
+    assert re.search(r"hostcore: +40 rows", result.stdout), result.stdout
+    assert "ingest/raw:" in result.stdout and "usage fields" not in result.stdout
+    assert session.read_bytes() == before  # read from a copy, never written
+
+
+def test_the_ingest_benchmark_names_a_home_without_transcripts(tmp_path):
+    result = subprocess.run([sys.executable, str(BENCHMARKS / "ingest.py"),
+                             "--home", str(tmp_path)],
+                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert result.returncode != 0
+    assert f"no transcripts under {tmp_path}" in result.stderr

@@ -8,6 +8,7 @@ here, so a busy machine never turns this test red.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -39,10 +40,10 @@ def test_the_ingest_benchmark_measures_a_home_folders_own_transcripts(tmp_path):
     home = tmp_path / "home"
     session = home / ".claude" / "projects" / "-w" / "s1.jsonl"
     session.parent.mkdir(parents=True)
-    session.write_text("".join(
-        '{"type":"user","cwd":"/w","sessionId":"s1","uuid":"u%d",'
-        '"timestamp":"2026-01-01T00:00:%02d.000Z","message":{"role":"user","content":"hi"}}\n'
-        % (n, n) for n in range(40)))
+    session.write_text("".join(json.dumps(
+        {"type": "user", "cwd": "/w", "sessionId": "s1", "uuid": f"u{n}",
+         "timestamp": f"2026-01-01T00:00:{n:02d}.000Z",
+         "message": {"role": "user", "content": "hi"}}) + "\n" for n in range(40)))
     before = session.read_bytes()
     result = subprocess.run([sys.executable, str(BENCHMARKS / "ingest.py"), "--home", str(home),
                              "--runs", "1", "--best-of", "1"],

@@ -345,3 +345,15 @@ def test_an_oversized_line_goes_alone_between_blocks(tmp_path: Path) -> None:
     path.write_bytes(b"aa\n" + b"y" * 40 + b"\nbb\n")
     blocks, alone, offset, more = blocks_read(path, JsonlFiles(max_line_bytes=16))
     assert (blocks, alone, offset, more) == ([b"aa", b"bb"], [b"y" * 16], 47, False)
+
+
+def test_a_line_key_is_the_session_and_the_blake2b_of_the_line_as_stored_before() -> None:
+    # Keys already stored dedupe a line read again: their form never changes.
+    from hashlib import blake2b
+
+    from hostcore.evidence.transcripts import data_key
+
+    for data in (b"", b'{"type":"event_msg"}', bytes(range(256)) * 9):
+        expected = f"s-1:{blake2b(data, digest_size=12).hexdigest()}"
+        assert data_key("s-1", data) == expected
+        assert data_key("s-1", data) == expected  # the shared hasher is left as it was

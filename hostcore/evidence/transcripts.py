@@ -830,6 +830,10 @@ def _drop_unencodable(context: dict[str, str]) -> None:
         del context[key]
 
 
+# The digest line keys are made with: copied, never updated itself.
+_LINE_DIGEST = blake2b(digest_size=12)
+
+
 def line_key(session: str, line: Line) -> str:
     """A dedupe key for a line without an id of its own: session and content digest."""
     return data_key(session, line.data)
@@ -838,7 +842,10 @@ def line_key(session: str, line: Line) -> str:
 def data_key(session: str, data: bytes) -> str:
     """:func:`line_key` of a line's bytes (without its newline), for a
     :data:`LinesParser`, which is handed bytes, not :class:`Line` s."""
-    return f"{session}:{blake2b(data, digest_size=12).hexdigest()}"
+    # A copy of a hasher made once costs less than making one with its size.
+    digest = _LINE_DIGEST.copy()
+    digest.update(data)
+    return f"{session}:{digest.hexdigest()}"
 
 
 def json_string_field(prefix: bytes, field: str) -> str | None:

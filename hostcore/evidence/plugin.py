@@ -183,7 +183,7 @@ class _Batches:
     next is read.
 
     One thread does both. Storing behind the reading on a thread of its own (as
-    0.2.8 and before did) gained wall clock only while a second core sat idle, and
+    0.2.7 and before did) gained wall clock only while a second core sat idle, and
     cost about a fifth more CPU on two cores (each thread slower beside the other,
     and the global lock passed back and forth): benchmarks/ingest.py."""
 

@@ -229,8 +229,9 @@ def copy_transcripts(home: Path, into: Path) -> int:
                 continue
             target = into / path.relative_to(home)
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, target)
-            lines += target.read_bytes().count(b"\n")
+            data = path.read_bytes()
+            target.write_bytes(data)
+            lines += data.count(b"\n")
     if not lines:
         raise SystemExit(f"no transcripts under {home}/.claude/projects or "
                          f"{home}/.codex/sessions")

@@ -334,8 +334,7 @@ class Store:
                         or source_id != group[2] or row.git_remote != remote):
                     if counting is not None:
                         tuples[counting] = tuples.get(counting, 0) + index - since
-                    if (directory != group[1] or partition != group[0]
-                            or source_id != group[2]):
+                    if (partition, directory, source_id) != group:
                         if by_name:
                             named.append((run, len(params)))
                         group = (partition, directory, source_id)
@@ -472,17 +471,19 @@ class Store:
         if type(kept) is range:
             # Staged by cached ids, each among those _ids_hold found still so, or by
             # names, which _ids_for_names gave ids.
-            tuples = _tuples_by_id(staged, params) if staged.named else staged.tuples
-            if staged.tally is not None:
-                return (staged.tally.rescoped(self._scope_ids) if staged.named
-                        else staged.tally), tuples
+            tally, tuples = staged.tally, staged.tuples
+            if staged.named:
+                ids = _named_ids(staged, params)
+                tuples = _tuples_by_id(tuples, ids)
+                tally = None if tally is None else tally.rescoped(ids)
+            if tally is not None:
+                return tally, tuples
             return tally_in(db, [(at, params[at * ROW_PARAMS + 1], session, ts, usage, bucket)
                                  for at, _, session, ts, usage, bucket in staged.usage]), tuples
         order = {index: at for at, index in enumerate(kept)}
         return tally_in(db, [(at, params[at * ROW_PARAMS + 1], session, ts, usage, bucket)
                              for index, _, session, ts, usage, bucket in staged.usage
                              if (at := order.get(index, -1)) >= 0]), None
-
 
     def _ids_hold(self, ids: dict[str | tuple[str, str], int]) -> bool:
         """Whether every id staged from the cache is the one cached now (the caller
@@ -806,17 +807,23 @@ def _tuples_since(db: sqlite3.Connection, head: int) -> dict[TupleKey, int]:
             for part, scope, remote, n in db.execute(schema.COUNT_NEW, (head,))}
 
 
-def _tuples_by_id(staged: Staged, params: list[Any]) -> dict[TupleKey, int]:
-    """``staged``'s rows per tuple, each partition and scope staged by name given the
-    id ``params`` (its parameters once the append's transaction made the ids) holds
-    in its place. A scope cached halfway through staging has rows staged both ways:
-    one tuple here."""
+def _named_ids(staged: Staged, params: list[Any]) -> dict[Any, Any]:
+    """The id of each partition and scope ``staged`` by name, as ``params`` (its
+    parameters once the append's transaction made the ids) holds it in its place."""
     ids: dict[Any, Any] = {}
     for start, _ in staged.named:
         ids[staged.params[start]] = params[start]
         ids[staged.params[start + 1]] = params[start + 1]
+    return ids
+
+
+def _tuples_by_id(tuples: dict[tuple[Any, Any, Any], int], ids: dict[Any, Any]
+                  ) -> dict[TupleKey, int]:
+    """Staged rows per tuple, each partition and scope staged by name given its id
+    in ``ids``. A scope cached halfway through staging has rows staged both ways:
+    one tuple here."""
     counted: dict[TupleKey, int] = {}
-    for (part, scope, remote), n in staged.tuples.items():
+    for (part, scope, remote), n in tuples.items():
         key = (ids.get(part, part), ids.get(scope, scope), remote)
         counted[key] = counted.get(key, 0) + n
     return counted

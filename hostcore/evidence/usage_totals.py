@@ -98,7 +98,7 @@ class Tally:
 
     def rescoped(self, ids: Mapping[tuple[str, str], int]) -> Tally:
         """This tally with each scope staged by name, ``(directory, source id)``, given
-        its id in ``ids`` (the store's, once the append's transaction made them).
+        its id in ``ids`` (as the append's transaction made them).
         Staging reads the store's cache without its lock, so a scope may have been
         cached halfway through a batch: its rows staged by name and by id, whose
         sums are one bucket's here."""

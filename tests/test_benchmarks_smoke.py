@@ -9,12 +9,15 @@ here, so a busy machine never turns this test red.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from hostcore.testing import require_tool
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 # A module the scripts share starts with "_": it is no benchmark of its own.
@@ -28,8 +31,28 @@ def test_there_is_a_benchmark_per_issue():
             "custody.py", "export.py", "hooks.py", "mcp.py", "usage.py"} <= set(SCRIPTS)
 
 
+# The scripts that run the real agent clients (.ci/run installs them from npm): each
+# client, its npm package, the variable that names its npm folder, and its binary
+# under node_modules.
+CLIENTS = {"real_transcripts.py": [
+    ("claude-code", "@anthropic-ai/claude-code@2.1.328", "HOSTCORE_CLAUDE_CODE_DIR",
+     "@anthropic-ai/claude-code-linux-x64/claude"),
+    ("codex", "@openai/codex@0.169.0", "HOSTCORE_CODEX_DIR",
+     "@openai/codex-linux-x64/vendor/*/bin/codex")]}
+
+
+def require_clients(script: str) -> None:
+    for name, package, env_dir, binary in CLIENTS.get(script, []):
+        folders = [Path(os.environ[env_dir])] if os.environ.get(env_dir) else []
+        found = any(any((folder / "node_modules").glob(binary))
+                    for folder in [*folders, BENCHMARKS.parent])
+        require_tool(name, f"npm install --prefix DIR {package}; export {env_dir}=DIR",
+                     found=found)
+
+
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_benchmark_runs_quick_and_prints_ratios(script, tmp_path):
+    require_clients(script)
     result = subprocess.run([sys.executable, str(BENCHMARKS / script), "--quick"],
                             capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
@@ -53,6 +76,26 @@ def test_the_ingest_benchmark_measures_a_home_folders_own_transcripts(tmp_path):
     assert re.search(r"hostcore: +40 rows", result.stdout), result.stdout
     assert "ingest/raw:" in result.stdout and "usage fields" not in result.stdout
     assert session.read_bytes() == before  # read from a copy, never written
+
+
+def test_the_real_transcripts_benchmark_measures_what_the_real_clients_wrote(tmp_path):
+    require_clients("real_transcripts.py")
+    home = tmp_path / "home"
+    result = subprocess.run([sys.executable, str(BENCHMARKS / "real_transcripts.py"), "--quick",
+                             "--turns", "2", "--out", str(home)],
+                            capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "claude-code session 1/1: 3 answers" in result.stdout
+    assert "codex session 1/1: 3 answers" in result.stdout
+    (claude,) = (home / ".claude" / "projects").glob("*/*.jsonl")
+    assert sum('"name":"Bash"' in line for line in claude.read_text().splitlines()) >= 2
+    (rollout,) = (home / ".codex" / "sessions").glob("*/*/*/rollout-*.jsonl")
+    calls = [json.loads(line) for line in rollout.read_text().splitlines()]
+    assert sum(line["type"] == "response_item" and line["payload"].get("type") == "function_call"
+               for line in calls) == 2
+    lines = len(claude.read_text().splitlines()) + len(calls)
+    assert f"{lines:,} lines in 2 files" in result.stdout
+    assert re.search(r"ingest/raw: [0-9.]+x lines/s by wall clock.*(PASS|MISS)", result.stdout)
 
 
 def test_the_ingest_benchmark_names_a_home_without_transcripts(tmp_path):

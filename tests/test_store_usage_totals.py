@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from hostcore.evidence.store import EvidenceRow, SourceBatch, Store
 from hostcore.evidence.usage_fields import tokens
 from hostcore.evidence.usage_totals import note, tally
@@ -207,12 +209,13 @@ def test_a_writer_killed_mid_append_leaves_rows_and_aggregate_agreeing(tmp_path)
     assert [line[:7] for line in aggregate(path)] == recount(path)
 
 
-def test_buckets_split_over_several_statements_count_each_response_once(
+def test_buckets_and_responses_split_over_statements_count_each_response_once(
         tmp_path, monkeypatch):
     import hostcore.evidence.usage_totals as usage_totals
 
-    # Two buckets a statement: a batch's buckets take several.
+    # Two buckets and two responses a statement: a batch's take several.
     monkeypatch.setattr(usage_totals, "_CHUNK_ROWS", 2)
+    monkeypatch.setattr(usage_totals, "_RESPONSE_CHUNK_ROWS", 2)
     store = Store(tmp_path / "store.sqlite3")
     store.append([usage_row("r1", (1, 0, 0, 0), key="a")])
     store.append([usage_row(f"r{n}", (n, 0, 0, 0), key=f"k{n}", model=f"m{n % 3}",
@@ -223,8 +226,8 @@ def test_buckets_split_over_several_statements_count_each_response_once(
 
 
 def test_a_response_named_by_any_text_counts_once_across_batches(tmp_path):
-    # A batch's responses reach SQLite as one JSON text: a name that JSON escapes
-    # (quotes, backslashes, a newline, non-ASCII) must come out as itself.
+    # A name that JSON escapes (quotes, backslashes, a newline, non-ASCII) is recorded
+    # as itself, however the batch's names reach SQLite.
     names = ['r"1', "r\\2", "r\n3", "réponse-4", "[5]"]
     store = Store(tmp_path / "store.sqlite3")
     store.append([usage_row(name, (1, 0, 0, 0), key=f"a{n}") for n, name in enumerate(names)])
@@ -298,4 +301,28 @@ def test_a_scope_staged_by_name_and_by_id_in_one_batch_is_one_bucket(tmp_path):
     assert found is not None and len(found.totals) == 2
     merged = found.rescoped({("/w", "src"): 7})
     assert list(merged.totals.values()) == [[3, 7, 0, 0, 0, 0, 0, 0, 0]]
-    assert merged.firsts == found.firsts and merged.responses == found.responses
+    assert merged.firsts == found.firsts
+
+
+def test_a_rows_usage_is_stored_as_the_json_of_its_fields_in_their_order():
+    # Stored payloads keep one form across releases: a usage above the tier adds
+    # its excess per kind, one below it carries none.
+    encode = msgspec.json.encode
+    assert encode(tokens("m", (1, 2, 3, 4), "r")) == (
+        b'{"model":"m","response":"r","input_tokens":1,"output_tokens":2,'
+        b'"cache_creation_input_tokens":3,"cache_read_input_tokens":4}')
+    assert encode(tokens("m", (200_001, 2, 3, 250_000), "r")).endswith(
+        b'"cache_read_input_tokens":250000,"above_tier":[1,0,0,50000]}')
+
+
+def test_a_usage_given_as_a_dict_of_the_same_fields_counts_as_its_struct_does(tmp_path):
+    store = Store(tmp_path / "store.sqlite3")
+    as_dict = msgspec.to_builtins(tokens("m", (5, 6, 7, 8), "r-dict"))
+    assert isinstance(as_dict, dict)
+    rows = [usage_row("r-struct", (1, 2, 3, 4), key="a"),
+            EvidenceRow(partition="p", source_id="src", directory="/w", session_id=SESSION,
+                        ts="2025-09-14T10:05:00Z", key="b",
+                        payload={"type": "assistant", "usage": as_dict})]
+    assert store.append(rows) == 2
+    assert [line[2:7] for line in aggregate(store.path)] == [(2, 6, 8, 10, 12)]
+    assert [found[:7] for found in aggregate(store.path)] == recount(store.path)

@@ -146,14 +146,13 @@ COUNTED_BEFORE = ("SELECT response FROM usage_responses WHERE response IN "
 BUCKETS = f"SELECT value, unixepoch(value) / {15 * 60} FROM json_each(?)"
 
 
-# Record responses as counted, each by a row, unless one is already: the position of
-# the batch's first row, and a JSON list of [response digest, the row's index in the
-# batch] (staged before the position is known). One text, not a parameter per
-# value: Python binds two, and SQLite reads the list itself. ``WHERE
-# true`` tells SQLite's parser the ``ON CONFLICT`` is the upsert's.
-COUNT_RESPONSES = ("INSERT INTO usage_responses (response, position) "
-                   "SELECT value ->> 0, (value ->> 1) + ? FROM json_each(?) WHERE true "
-                   "ON CONFLICT (response) DO NOTHING")
+def count_responses(count: int) -> str:
+    """Record ``count`` responses as counted, each by the position of its row, two
+    parameters each (response digest, position), unless one is already. Bound
+    values, not a JSON list SQLite reads itself: json_each and its two paths a
+    response cost SQLite more than binding them costs Python."""
+    return ("INSERT INTO usage_responses (response, position) VALUES " + _values(2, count)
+            + " ON CONFLICT (response) DO NOTHING")
 
 
 def add_usage(count: int) -> str:

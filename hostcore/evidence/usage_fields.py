@@ -29,6 +29,9 @@ TIER_THRESHOLD = 200_000
 # The token kinds, in the order rows, aggregates and reports list them.
 TOKEN_KINDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens",
                "cache_read_input_tokens")
+# A response's excess past the tier when no kind passed it: the one tuple every such
+# usage shares, so a sum can tell it by identity.
+NONE_ABOVE = (0, 0, 0, 0)
 # A count as a source's msgspec Struct declares it: msgspec then checks it while it
 # decodes the line, in C (a bool, a float, a negative count or one past MAX_COUNT
 # fails the decode, and the line counts as malformed), so a row with usage pays no
@@ -99,16 +102,33 @@ def response_digest(*parts: str) -> str:
     return digest
 
 
-def tokens(model: str, counts: tuple[int, int, int, int], response: str) -> dict[str, Any]:
-    """The ``usage`` payload of one response: model, the four kinds (``counts``, in
+class Tokens(msgspec.Struct, gc=False, omit_defaults=True):
+    """One response's ``usage`` on a row: its model, the four kinds (in
     :data:`TOKEN_KINDS` order), its digest and, when a kind passed
-    :data:`TIER_THRESHOLD`, the excess of each kind."""
+    :data:`TIER_THRESHOLD`, the excess of each kind (else left out of the JSON).
+
+    A Struct, not a dict: it encodes to the same JSON, and the store's check of a
+    batch's usage takes it as it is (a dict of this shape is checked field by
+    field), so its counts must be checked before: a source's msgspec types do
+    that as they decode (:data:`Count`)."""
+
+    model: str
+    response: str
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
+    above_tier: tuple[int, int, int, int] = NONE_ABOVE
+
+
+def tokens(model: str, counts: tuple[int, int, int, int], response: str) -> Tokens:
+    """The ``usage`` payload of one response: model, the four kinds (``counts``, in
+    :data:`TOKEN_KINDS` order, each checked), its digest and the excess past
+    the tier, if any."""
     fresh, output, creation, read = counts
-    # Written out rather than zipped and looped: this runs for every row with usage.
-    found: dict[str, Any] = {"model": model, "response": response, "input_tokens": fresh,
-                             "output_tokens": output, "cache_creation_input_tokens": creation,
-                             "cache_read_input_tokens": read}
     if (fresh > TIER_THRESHOLD or output > TIER_THRESHOLD or creation > TIER_THRESHOLD
             or read > TIER_THRESHOLD):
-        found["above_tier"] = [max(0, n - TIER_THRESHOLD) for n in counts]
-    return found
+        above = (max(0, fresh - TIER_THRESHOLD), max(0, output - TIER_THRESHOLD),
+                 max(0, creation - TIER_THRESHOLD), max(0, read - TIER_THRESHOLD))
+        return Tokens(model, response, fresh, output, creation, read, above)
+    return Tokens(model, response, fresh, output, creation, read)

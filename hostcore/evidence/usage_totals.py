@@ -23,13 +23,16 @@ from typing import Any
 import msgspec
 
 from hostcore.evidence import schema
+from hostcore.evidence.usage_fields import NONE_ABOVE, Tokens
 
 __all__ = ["Noted", "Tally", "add_tally", "note", "tally", "tally_in"]
 
-_NONE_ABOVE = (0, 0, 0, 0)
 _encoder = msgspec.json.Encoder()
 # Buckets per statement (as many as SQLite takes, if fewer).
 _CHUNK_ROWS = 2_500
+# Responses per statement: the remainder goes in statements of a power of two each,
+# which the connection keeps compiled (see schema.insert_chunked).
+_RESPONSE_CHUNK_ROWS = 256
 # Seconds in one bucket of the aggregate (the delete trigger's 15 * 60).
 _BUCKET_SECONDS = 15 * 60
 # A stored time in the canonical form (hostcore.timestamps.canonical), which nearly
@@ -49,19 +52,6 @@ _MINUTES_KEPT = 10_000
 _minutes: dict[str, int | None] = {}
 
 
-class _Usage(msgspec.Struct, gc=False):
-    """A row's ``usage`` as hostcore.evidence.usage_fields writes it; checked by
-    msgspec for a whole batch at once (a bool or a float is no count)."""
-
-    model: str
-    response: str
-    input_tokens: int
-    output_tokens: int
-    cache_creation_input_tokens: int
-    cache_read_input_tokens: int
-    above_tier: tuple[int, int, int, int] = _NONE_ABOVE
-
-
 # (index, scope, session id, canonical ts, the payload's usage): a row of a batch with
 # usage. The scope is its id, or its (directory, source id) when the store has not
 # cached one yet.
@@ -70,7 +60,7 @@ Found = tuple[int, Any, str, str, Any]
 # session id, canonical ts, the usage checked (None: of another shape, not counted),
 # its bucket worked out from the time's text (None: SQLite is asked)). Added to the
 # aggregate, the index is the row's place among those inserted, the scope its id.
-Noted = tuple[int, Any, str, str, _Usage | None, int | None]
+Noted = tuple[int, Any, str, str, Tokens | None, int | None]
 # What the aggregate sums a response under: scope id (while staged, its name when
 # the store had no id for it yet), session id, model, bucket.
 Bucket = tuple[Any, str, str, int]
@@ -81,17 +71,15 @@ class Tally:
     rows, as if none were counted before (:func:`add_tally` finds out). A plain
     class: a NamedTuple's would cost every start that imports the store."""
 
-    __slots__ = ("firsts", "moved", "responses", "totals")
+    __slots__ = ("firsts", "moved", "totals")
 
-    def __init__(self, firsts: dict[str, tuple[int, Bucket, _Usage]],
-                 totals: dict[Bucket, list[int]], responses: bytes,
+    def __init__(self, firsts: dict[str, tuple[int, Bucket, Tokens]],
+                 totals: dict[Bucket, list[int]],
                  moved: Mapping[Bucket, Bucket] | None = None) -> None:
         # response digest -> (that row's index, its bucket, its usage)
         self.firsts = firsts
         # bucket -> responses, the four kinds, above the tier (four)
         self.totals = totals
-        # JSON: [[response digest, that row's index], ...] (see schema.COUNT_RESPONSES)
-        self.responses = responses
         # A bucket of ``firsts`` staged under a scope's name -> that bucket in ``totals``
         # (see rescoped): looked up only for a response counted before, which is rare.
         self.moved = moved or {}
@@ -117,7 +105,7 @@ class Tally:
             else:
                 for at, n in enumerate(total):
                     found[at] += n
-        return Tally(self.firsts, totals, self.responses, moved)
+        return Tally(self.firsts, totals, moved)
 
 
 def note(found: list[Found], *, canonical: bool = False) -> list[Noted]:
@@ -140,7 +128,7 @@ def tally(noted: Sequence[Noted], asked: Mapping[str, int | None] | None = None
     name is summed under its name (:meth:`Tally.rescoped` gives it its id). None
     when a row's time needs SQLite's reading and ``asked`` (SQLite's buckets of such
     times) is not given: staging then leaves it to the append."""
-    firsts: dict[str, tuple[int, Bucket, _Usage]] = {}
+    firsts: dict[str, tuple[int, Bucket, Tokens]] = {}
     totals: dict[Bucket, list[int]] = {}
     for index, scope, session, ts, usage, bucket in noted:
         if usage is None or usage.response in firsts:
@@ -164,11 +152,10 @@ def tally(noted: Sequence[Noted], asked: Mapping[str, int | None] | None = None
         total[2] += usage.output_tokens
         total[3] += usage.cache_creation_input_tokens
         total[4] += usage.cache_read_input_tokens
-        if usage.above_tier is not _NONE_ABOVE:
+        if usage.above_tier is not NONE_ABOVE:
             for at, n in enumerate(usage.above_tier, start=5):
                 total[at] += n
-    return Tally(firsts, totals,
-                 _encoder.encode([(response, row[0]) for response, row in firsts.items()]))
+    return Tally(firsts, totals)
 
 
 def tally_in(db: sqlite3.Connection, noted: Sequence[Noted]) -> Tally:
@@ -192,9 +179,10 @@ def add_tally(db: sqlite3.Connection, found: Tally, first: int) -> None:
         return
     # The insert's own look-up of each key says whether it was counted already, so
     # the common batch, every response new, asks nothing more of SQLite.
-    before = db.total_changes
-    db.execute(schema.COUNT_RESPONSES, (first, found.responses))
-    if db.total_changes - before != len(firsts):
+    counted = schema.insert_chunked(db, schema.count_responses, [
+        value for response, (index, _, _) in firsts.items()
+        for value in (response, first + index)], 2, _RESPONSE_CHUNK_ROWS)
+    if counted != len(firsts):
         totals = {key: list(total) for key, total in totals.items()}  # a staged tally's own
         # Some were counted by earlier rows, which all sit before this batch's.
         for (response,) in db.execute(schema.COUNTED_BEFORE,
@@ -256,18 +244,20 @@ def _minute_bucket(minute: str) -> int | None:
     return int(moment.timestamp()) // _BUCKET_SECONDS
 
 
-def _checked(found: list[Any]) -> list[_Usage | None]:
-    """Each of ``found`` as a :class:`_Usage`, or None when it is not one: the whole
-    list in one call, and one by one only when some of it does not fit."""
+def _checked(found: list[Any]) -> list[Tokens | None]:
+    """Each of ``found`` as a :class:`Tokens`, or None when it is not one: the whole
+    list in one call, and one by one only when some of it does not fit. A dict (a
+    row's payload read back, a source's own) is checked field by field, a Tokens
+    (what usage_fields.tokens made) taken as it is."""
     try:
-        return list(msgspec.convert(found, list[_Usage]))
+        return list(msgspec.convert(found, list[Tokens]))
     except msgspec.ValidationError:
         return [_one(usage) for usage in found]
 
 
-def _one(usage: Any) -> _Usage | None:
+def _one(usage: Any) -> Tokens | None:
     try:
-        return msgspec.convert(usage, _Usage)
+        return msgspec.convert(usage, Tokens)
     except msgspec.ValidationError:
         return None
 

@@ -107,10 +107,11 @@ class Summary(msgspec.Struct, rename="camel"):
 
 
 _decoder = msgspec.json.Decoder(ClaudeLine)
-# The first byte of a message content that is a string or null: no tool blocks.
-_NO_BLOCKS = frozenset(b'"n')
+# The first byte of a message content that is a list of blocks (else it is a string
+# of text or null, which holds no tool block).
+_LIST = ord("[")
 _summary_decoder = msgspec.json.Decoder(Summary)
-_blocks_decoder = msgspec.json.Decoder(list[Block] | str | None)
+_blocks_decoder = msgspec.json.Decoder(list[Block])
 
 
 def parse_line(source: TranscriptSource, name: str, line: Line,
@@ -150,14 +151,17 @@ def parse_lines(source: TranscriptSource, name: str, lines: list[bytes], state: 
         if record.git_branch:
             payload["branch"] = record.git_branch
         message = record.message
-        # Most lines carry neither usage nor a tool block: they skip the call.
-        if message is not None and (message.usage is not None or _may_hold_blocks(
-                message.content, data)):
-            try:
-                _add_usage(payload, record, data, context)
-            except (BadUsage, msgspec.DecodeError):
-                counts.malformed += 1
-                continue
+        if message is not None:
+            # A list is told by its first byte, without reading it through; a
+            # line with neither usage nor one (most of some transcripts) skips the call.
+            content = message.content
+            listed = bool(content) and memoryview(content)[0] == _LIST
+            if listed or message.usage is not None:
+                try:
+                    _add_usage(payload, record, data, context, listed)
+                except (BadUsage, msgspec.DecodeError):
+                    counts.malformed += 1
+                    continue
         # Where the session's summary lines, which carry neither, are filed.
         if context.get("cwd") != record.cwd:
             context["cwd"] = record.cwd
@@ -178,9 +182,10 @@ def parse_lines(source: TranscriptSource, name: str, lines: list[bytes], state: 
 
 
 def _add_usage(payload: dict[str, Any], record: ClaudeLine, data: bytes,
-               context: dict[str, str]) -> None:
+               context: dict[str, str], listed: bool) -> None:
     """Put the line's token counts (unless the file's previous line with usage was of
-    the same response) and tool names and outcomes on ``payload``."""
+    the same response) and, when its content is a list of blocks (``listed``), its
+    tool names and outcomes on ``payload``."""
     message = record.message
     assert message is not None
     usage = message.usage
@@ -202,10 +207,17 @@ def _add_usage(payload: dict[str, Any], record: ClaudeLine, data: bytes,
                 usage.input_tokens or 0, usage.output_tokens or 0,
                 usage.cache_creation_input_tokens or 0, usage.cache_read_input_tokens or 0),
                 response)
-    if not _may_hold_blocks(message.content, data):
+    if not listed:
         return
-    blocks = _blocks_decoder.decode(message.content)
-    if not isinstance(blocks, list):
+    # Decoded whatever the blocks are: msgspec skips the fields a Block has not
+    # faster than a search of the line's bytes for a tool block's name would be.
+    try:
+        blocks = _blocks_decoder.decode(message.content)
+    except msgspec.DecodeError:
+        # A list of something else: malformed where it names a tool block, which
+        # the line's counts would then miss; else a list of no tool block.
+        if b'"tool_use"' in data or b'"tool_result"' in data:
+            raise
         return
     tools = [usage_fields.name(b.name) for b in blocks if b.type == "tool_use"]
     if tools:
@@ -213,19 +225,6 @@ def _add_usage(payload: dict[str, Any], record: ClaudeLine, data: bytes,
     results = [b.is_error is True for b in blocks if b.type == "tool_result"]
     if results:
         payload["tool_results"] = {"ok": results.count(False), "error": results.count(True)}
-
-
-def _may_hold_blocks(content: msgspec.Raw, data: bytes) -> bool:
-    """Whether a message's ``content`` may hold tool blocks, looked for without
-    decoding it: never when it is a string or null (which decode to no blocks, and
-    never fail to), else when the line's bytes name a tool block (most do not).
-    Content is mostly a string of text, which the first byte tells without reading it
-    through: a search of the line costs half a line's decode."""
-    if not content:
-        return False
-    if memoryview(content)[0] in _NO_BLOCKS:
-        return False
-    return b'"tool_use"' in data or b'"tool_result"' in data
 
 
 def _summary_row(source: TranscriptSource, name: str, data: bytes,

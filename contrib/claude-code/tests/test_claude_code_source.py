@@ -133,6 +133,34 @@ def test_malformed_and_truncated_lines_are_counted_and_skipped(make_host, home, 
     assert host.sources[0].status()["last_malformed"] == 3
 
 
+def test_content_lists_give_their_tool_blocks_and_odd_ones_keep_their_rows(make_host, home,
+                                                                          repo):
+    def with_content(uuid: str, content: object) -> dict:
+        line = conversation_line(str(repo), "s-1", uuid, type_="assistant")
+        line["message"]["content"] = content
+        return line
+
+    write_lines(session_file(home, "s-1"), [
+        with_content("u1", [{"type": "text", "text": "no tool here"}]),
+        with_content("u2", [{"type": "text", "text": "x"},
+                            {"type": "tool_use", "id": "t", "name": "Bash", "input": {}}]),
+        with_content("u3", [{"type": "tool_result", "tool_use_id": "t", "is_error": True,
+                             "content": "failed"}]),
+        with_content("u4", ["a list of text", 7, None]),  # no blocks: a row all the same
+        with_content("u5", ["tool_use", {"type": "tool_use", "name": "Bash"}]),  # malformed
+    ])
+    host = make(make_host, home)
+    host.tick()
+    assert [(r[-1], json.loads(r[5])) for r in exported(host)] == [
+        ("s-1:u1", {"type": "assistant", "branch": "main"}),
+        ("s-1:u2", {"type": "assistant", "branch": "main", "tools": ["Bash"]}),
+        ("s-1:u3", {"type": "assistant", "branch": "main",
+                    "tool_results": {"ok": 0, "error": 1}}),
+        ("s-1:u4", {"type": "assistant", "branch": "main"}),
+    ]
+    assert host.sources[0].status()["last_malformed"] == 1
+
+
 def test_a_huge_line_is_capped_counted_and_skipped(home, repo, tmp_path):
     write_lines(session_file(home, "s-1"), [
         conversation_line(str(repo), "s-1", "u1", text="x" * 50_000),

@@ -81,7 +81,9 @@ def test_version_3_as_printed_on_version_2_is_the_schema_migrate_creates(pg):
 
 
 def _usage(model: str, counts: tuple[int, int, int, int], response: str) -> dict[str, object]:
-    return {"type": "assistant", "usage": tokens(model, counts, response_digest(response))}
+    # As a row's payload is read back from the store: JSON, so plain values.
+    return {"type": "assistant",
+            "usage": msgspec.to_builtins(tokens(model, counts, response_digest(response)))}
 
 
 # What the store holds: responses written on several rows, one past the long-context

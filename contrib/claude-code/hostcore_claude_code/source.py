@@ -107,9 +107,8 @@ class Summary(msgspec.Struct, rename="camel"):
 
 
 _decoder = msgspec.json.Decoder(ClaudeLine)
-# The first byte of a message content that is a list of blocks (else it is a string
-# of text or null, which holds no tool block).
-_LIST = ord("[")
+# The first bytes of a message content that is a string or null: no tool blocks.
+_NO_BLOCKS = frozenset(b'"n')
 _summary_decoder = msgspec.json.Decoder(Summary)
 _blocks_decoder = msgspec.json.Decoder(list[Block])
 
@@ -152,13 +151,14 @@ def parse_lines(source: TranscriptSource, name: str, lines: list[bytes], state: 
             payload["branch"] = record.git_branch
         message = record.message
         if message is not None:
-            # A list is told by its first byte, without reading it through; a
-            # line with neither usage nor one (most of some transcripts) skips the call.
+            # Text or null is told by the first byte, without reading it through;
+            # a line with neither usage nor blocks (most of some transcripts)
+            # skips the call.
             content = message.content
-            listed = bool(content) and memoryview(content)[0] == _LIST
-            if listed or message.usage is not None:
+            blocks = bool(content) and memoryview(content)[0] not in _NO_BLOCKS
+            if blocks or message.usage is not None:
                 try:
-                    _add_usage(payload, record, data, context, listed)
+                    _add_usage(payload, record, data, context, blocks)
                 except (BadUsage, msgspec.DecodeError):
                     counts.malformed += 1
                     continue
@@ -182,9 +182,9 @@ def parse_lines(source: TranscriptSource, name: str, lines: list[bytes], state: 
 
 
 def _add_usage(payload: dict[str, Any], record: ClaudeLine, data: bytes,
-               context: dict[str, str], listed: bool) -> None:
+               context: dict[str, str], blocks: bool) -> None:
     """Put the line's token counts (unless the file's previous line with usage was of
-    the same response) and, when its content is a list of blocks (``listed``), its
+    the same response) and, when its content is no text or null (``blocks``), its
     tool names and outcomes on ``payload``."""
     message = record.message
     assert message is not None
@@ -207,22 +207,23 @@ def _add_usage(payload: dict[str, Any], record: ClaudeLine, data: bytes,
                 usage.input_tokens or 0, usage.output_tokens or 0,
                 usage.cache_creation_input_tokens or 0, usage.cache_read_input_tokens or 0),
                 response)
-    if not listed:
+    if not blocks:
         return
-    # Decoded whatever the blocks are: msgspec skips the fields a Block has not
+    # Decoded whatever its blocks are: msgspec skips the fields a Block has not
     # faster than a search of the line's bytes for a tool block's name would be.
     try:
-        blocks = _blocks_decoder.decode(message.content)
+        found = _blocks_decoder.decode(message.content)
     except msgspec.DecodeError:
-        # A list of something else: malformed where it names a tool block, which
-        # the line's counts would then miss; else a list of no tool block.
+        # No list of blocks (a list of something else, an object, a number):
+        # malformed where the line names a tool block, which its counts would
+        # then miss; else it holds none.
         if b'"tool_use"' in data or b'"tool_result"' in data:
             raise
         return
-    tools = [usage_fields.name(b.name) for b in blocks if b.type == "tool_use"]
+    tools = [usage_fields.name(b.name) for b in found if b.type == "tool_use"]
     if tools:
         payload["tools"] = tools
-    results = [b.is_error is True for b in blocks if b.type == "tool_result"]
+    results = [b.is_error is True for b in found if b.type == "tool_result"]
     if results:
         payload["tool_results"] = {"ok": results.count(False), "error": results.count(True)}
 

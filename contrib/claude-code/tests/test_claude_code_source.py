@@ -148,6 +148,8 @@ def test_content_lists_give_their_tool_blocks_and_odd_ones_keep_their_rows(make_
                              "content": "failed"}]),
         with_content("u4", ["a list of text", 7, None]),  # no blocks: a row all the same
         with_content("u5", ["tool_use", {"type": "tool_use", "name": "Bash"}]),  # malformed
+        with_content("u6", {"type": "tool_use", "name": "Bash"}),  # no list: malformed
+        with_content("u7", 42),  # names no tool block: a row
     ])
     host = make(make_host, home)
     host.tick()
@@ -157,8 +159,9 @@ def test_content_lists_give_their_tool_blocks_and_odd_ones_keep_their_rows(make_
         ("s-1:u3", {"type": "assistant", "branch": "main",
                     "tool_results": {"ok": 0, "error": 1}}),
         ("s-1:u4", {"type": "assistant", "branch": "main"}),
+        ("s-1:u7", {"type": "assistant", "branch": "main"}),
     ]
-    assert host.sources[0].status()["last_malformed"] == 1
+    assert host.sources[0].status()["last_malformed"] == 2
 
 
 def test_a_huge_line_is_capped_counted_and_skipped(home, repo, tmp_path):

@@ -8,12 +8,13 @@ here, so a busy machine never turns this test red.
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -31,23 +32,26 @@ def test_there_is_a_benchmark_per_issue():
             "custody.py", "export.py", "hooks.py", "mcp.py", "usage.py"} <= set(SCRIPTS)
 
 
-# The scripts that run the real agent clients (.ci/run installs them from npm): each
-# client, its npm package, the variable that names its npm folder, and its binary
-# under node_modules.
-CLIENTS = {"real_transcripts.py": [
-    ("claude-code", "@anthropic-ai/claude-code@2.1.328", "HOSTCORE_CLAUDE_CODE_DIR",
-     "@anthropic-ai/claude-code-linux-x64/claude"),
-    ("codex", "@openai/codex@0.169.0", "HOSTCORE_CODEX_DIR",
-     "@openai/codex-linux-x64/vendor/*/bin/codex")]}
+def _load(script: str) -> ModuleType:
+    """A benchmark script as a module (the folder is no package), to ask it things."""
+    spec = importlib.util.spec_from_file_location(script.removesuffix(".py"),
+                                                  BENCHMARKS / script)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def require_clients(script: str) -> None:
-    for name, package, env_dir, binary in CLIENTS.get(script, []):
-        folders = [Path(os.environ[env_dir])] if os.environ.get(env_dir) else []
-        found = any(any((folder / "node_modules").glob(binary))
-                    for folder in [*folders, BENCHMARKS.parent])
-        require_tool(name, f"npm install --prefix DIR {package}; export {env_dir}=DIR",
-                     found=found)
+    """Skip (or, where CI requires them, fail) unless the real agent clients a script
+    runs are installed, as the script itself finds them."""
+    if script != "real_transcripts.py":
+        return
+    module = _load(script)
+    for name, agent in module.AGENTS.items():
+        found = module.find_binary(agent.env_dir, *agent.binary) is not None
+        require_tool(name, f"npm install --prefix DIR {agent.package}; "
+                           f"export {agent.env_dir}=DIR", found=found)
 
 
 @pytest.mark.parametrize("script", SCRIPTS)

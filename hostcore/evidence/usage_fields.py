@@ -123,8 +123,8 @@ class Tokens(msgspec.Struct, gc=False, omit_defaults=True):
 
 def tokens(model: str, counts: tuple[int, int, int, int], response: str) -> Tokens:
     """The ``usage`` payload of one response: model, the four kinds (``counts``, in
-    :data:`TOKEN_KINDS` order, each checked), its digest and the excess past
-    the tier, if any."""
+    :data:`TOKEN_KINDS` order, checked by the caller: see :class:`Tokens`), its
+    digest and the excess past the tier, if any."""
     fresh, output, creation, read = counts
     if (fresh > TIER_THRESHOLD or output > TIER_THRESHOLD or creation > TIER_THRESHOLD
             or read > TIER_THRESHOLD):

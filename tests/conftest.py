@@ -82,11 +82,26 @@ BROKEN_PLUGIN = """
     raise RuntimeError("the broken plugin cannot start")
 """
 
+FAILING_PLUGIN = """
+    from hostcore import hookimpl
+
+    class Boom:
+        name = "boom"
+
+        def run(self, host):
+            raise RuntimeError("the boom worker fails")
+
+    @hookimpl
+    def hostcore_workers(host):
+        return Boom()
+"""
+
 
 @pytest.fixture
 def plugin_sources() -> Callable[[str], str]:
-    """Sources of ready-made plugins: ``good`` (a worker named hello) and ``broken``."""
-    return {"good": GOOD_PLUGIN, "broken": BROKEN_PLUGIN}.__getitem__
+    """Sources of ready-made plugins: ``good`` (a worker named hello), ``broken`` (raises
+    on import) and ``failing`` (a worker named boom that raises every tick)."""
+    return {"good": GOOD_PLUGIN, "broken": BROKEN_PLUGIN, "failing": FAILING_PLUGIN}.__getitem__
 
 
 REPO = Path(__file__).resolve().parents[1]

@@ -16,20 +16,6 @@ import pytest
 from hostcore.cli.argv import lean_command
 from hostcore.host import Host
 
-FAILING = """
-from hostcore import hookimpl
-
-class Failing:
-    name = "failing"
-
-    def run(self, host):
-        raise RuntimeError("the disk is on fire")
-
-@hookimpl
-def hostcore_workers(host):
-    return Failing()
-"""
-
 
 @pytest.mark.parametrize("args, expected", [
     (["run", "--once"], ("run", None, None, False)),
@@ -111,13 +97,13 @@ def test_a_bad_config_exits_2_naming_it_on_both_paths(tmp_path):
         assert "hostcore.toml" in lean.stderr
 
 
-def test_a_failing_step_exits_1_naming_it_on_both_paths(tmp_path, fake_site):
-    fake_site.add("fake-failing", {"failing": FAILING})
+def test_a_failing_step_exits_1_naming_it_on_both_paths(tmp_path, fake_site, plugin_sources):
+    fake_site.add("fake-failing", {"failing": plugin_sources("failing")})
     env = {"PYTHONPATH": str(fake_site.folder), "HOSTCORE_LOAD_PLUGINS": "fake-failing"}
     lean, click = both_ways(tmp_path / "root", "run", "--once", env=env)
     assert_alike(lean, click)
     assert lean.returncode == 1
-    assert "hostcore: step 'failing' failed: RuntimeError: the disk is on fire" in lean.stderr
+    assert "hostcore: step 'boom' failed: RuntimeError: the boom worker fails" in lean.stderr
 
 
 def test_a_held_step_lock_exits_1_naming_the_holder_on_both_paths(tmp_path):

@@ -18,20 +18,6 @@ import pytest
 
 TICK_LINE = re.compile(r"^tick (ok|failed)", re.MULTILINE)
 
-FAILING_WORKER = """
-    from hostcore import hookimpl
-
-    class Boom:
-        name = "boom"
-
-        def run(self, host):
-            raise RuntimeError("the boom worker fails")
-
-    @hookimpl
-    def hostcore_workers(host):
-        return Boom()
-"""
-
 
 def environment(site: Any, dists: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOSTCORE_")}
@@ -61,7 +47,7 @@ def good_site(fake_site, plugin_sources):
 @pytest.fixture
 def failing_site(fake_site, plugin_sources):
     fake_site.add("fake-good", {"good": plugin_sources("good")})
-    fake_site.add("fake-boom", {"boom": FAILING_WORKER})
+    fake_site.add("fake-boom", {"boom": plugin_sources("failing")})
     return fake_site
 
 

@@ -791,7 +791,7 @@ def _plain_text(params: list[Any]) -> bool:
     fails the insert itself). Checked for a whole batch by a few C loops, not row by
     row: ``join`` refuses anything but text (TypeError)."""
     texts = "".join(params[2::ROW_PARAMS] + params[3::ROW_PARAMS] + params[4::ROW_PARAMS])
-    keys = "".join([key for key in params[6::ROW_PARAMS] if key is not None])
+    keys = "".join(filter(None, params[6::ROW_PARAMS]))  # None (no key) left out in C
     return "\0" not in texts and "\0" not in keys
 
 

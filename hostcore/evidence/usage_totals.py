@@ -1,7 +1,7 @@
 """A batch's usage, added to the store's aggregate by the append that inserts it.
 
 Staging notes the batch's rows with usage (:func:`note`: each usage checked, each
-time's bucket worked out from its text) and sums them per scope, session, model
+time's bucket worked out from its text) and groups them by scope, session, model
 and quarter-hour (:func:`tally`) before the store's write lock is taken. The
 append calls :func:`add_tally` in its own transaction, so the aggregate and the
 rows commit together or not at all: the store runs one upsert per bucket, not
@@ -18,12 +18,14 @@ import datetime as dt
 import re
 import sqlite3
 from collections.abc import Mapping, Sequence
+from itertools import chain, repeat
+from operator import add, attrgetter, itemgetter
 from typing import Any
 
 import msgspec
 
 from hostcore.evidence import schema
-from hostcore.evidence.usage_fields import NONE_ABOVE, Tokens
+from hostcore.evidence.usage_fields import Tokens
 
 __all__ = ["Noted", "Tally", "add_tally", "note", "tally", "tally_in"]
 
@@ -50,6 +52,11 @@ _SHAPE_LINES = f"(?:{_SHAPE}\n)*{_SHAPE}"
 # names no moment here; kept to this many minutes, about a week of transcripts.
 _MINUTES_KEPT = 10_000
 _minutes: dict[str, int | None] = {}
+_minute_of = itemgetter(slice(0, 16))
+# A usage's four kinds (in TOKEN_KINDS order) and its excess past the tier, read in C.
+_kinds = attrgetter("input_tokens", "output_tokens", "cache_creation_input_tokens",
+                    "cache_read_input_tokens")
+_above = attrgetter("above_tier")
 
 
 # (index, scope, session id, canonical ts, the payload's usage): a row of a batch with
@@ -67,45 +74,37 @@ Bucket = tuple[Any, str, str, int]
 
 
 class Tally:
-    """A batch's usage summed for the aggregate, each response by the first of its
+    """A batch's usage grouped for the aggregate, each response by the first of its
     rows, as if none were counted before (:func:`add_tally` finds out). A plain
     class: a NamedTuple's would cost every start that imports the store."""
 
-    __slots__ = ("firsts", "moved", "totals")
+    __slots__ = ("firsts", "groups")
 
-    def __init__(self, firsts: dict[str, tuple[int, Bucket, Tokens]],
-                 totals: dict[Bucket, list[int]],
-                 moved: Mapping[Bucket, Bucket] | None = None) -> None:
-        # response digest -> (that row's index, its bucket, its usage)
+    def __init__(self, firsts: dict[str, int], groups: dict[Bucket, list[Tokens]]) -> None:
+        # response digest -> the index of its first row
         self.firsts = firsts
-        # bucket -> responses, the four kinds, above the tier (four)
-        self.totals = totals
-        # A bucket of ``firsts`` staged under a scope's name -> that bucket in ``totals``
-        # (see rescoped): looked up only for a response counted before, which is rare.
-        self.moved = moved or {}
+        # bucket -> the usage of each response counted in it
+        self.groups = groups
+
+    @property
+    def totals(self) -> dict[Bucket, list[int]]:
+        """Each bucket's sums: responses, the four kinds, above the tier (four)."""
+        return {key: _sums(group) for key, group in self.groups.items()}
 
     def rescoped(self, ids: Mapping[tuple[str, str], int]) -> Tally:
         """This tally with each scope staged by name, ``(directory, source id)``, given
         its id in ``ids`` (as the append's transaction made them).
         Staging reads the store's cache without its lock, so a scope may have been
         cached halfway through a batch: its rows staged by name and by id, whose
-        sums are one bucket's here."""
-        if not any(type(key[0]) is tuple for key in self.totals):
+        responses are one bucket's here."""
+        if not any(type(key[0]) is tuple for key in self.groups):
             return self  # only a partition was staged by name
-        totals: dict[Bucket, list[int]] = {}
-        moved: dict[Bucket, Bucket] = {}
-        for key, total in self.totals.items():
-            scope = key[0]
-            if type(scope) is tuple:
-                moved[key] = (ids[scope], *key[1:])
-                key = moved[key]
-            found = totals.get(key)
-            if found is None:
-                totals[key] = list(total)
-            else:
-                for at, n in enumerate(total):
-                    found[at] += n
-        return Tally(self.firsts, totals, moved)
+        groups: dict[Bucket, list[Tokens]] = {}
+        for key, group in self.groups.items():
+            if type(key[0]) is tuple:
+                key = (ids[key[0]], *key[1:])
+            groups.setdefault(key, []).extend(group)
+        return Tally(self.firsts, groups)
 
 
 def note(found: list[Found], *, canonical: bool = False) -> list[Noted]:
@@ -114,48 +113,44 @@ def note(found: list[Found], *, canonical: bool = False) -> list[Noted]:
     the append runs little but SQLite. ``canonical``: every time is known
     to be in the canonical form already (staging matched them all), so none is
     matched again."""
-    usages = _checked([usage for _, _, _, _, usage in found])
-    buckets = _text_buckets([ts for _, _, _, ts, _ in found], canonical=canonical)
-    return [(index, scope, session, ts, usage, bucket)
-            for (index, scope, session, ts, _), usage, bucket
-            in zip(found, usages, buckets, strict=True)]
+    if not found:
+        return []
+    # Columns and rows again by zip, in C: this runs for every row with usage.
+    indexes, scopes, sessions, stamps, usages = zip(*found, strict=True)
+    return list(zip(indexes, scopes, sessions, stamps, _checked(list(usages)),
+                    _text_buckets(list(stamps), canonical=canonical), strict=True))
 
 
 def tally(noted: Sequence[Noted], asked: Mapping[str, int | None] | None = None
           ) -> Tally | None:
-    """Sum ``noted`` (in index order) by bucket, each response by its first row; a
+    """Group ``noted`` (in index order) by bucket, each response by its first row; a
     usage of another shape (a source of its own) is not counted. A scope staged by
-    name is summed under its name (:meth:`Tally.rescoped` gives it its id). None
+    name is grouped under its name (:meth:`Tally.rescoped` gives it its id). None
     when a row's time needs SQLite's reading and ``asked`` (SQLite's buckets of such
     times) is not given: staging then leaves it to the append."""
-    firsts: dict[str, tuple[int, Bucket, Tokens]] = {}
-    totals: dict[Bucket, list[int]] = {}
+    firsts: dict[str, int] = {}
+    groups: dict[Bucket, list[Tokens]] = {}
+    # The loop runs for every response of a batch: grouped here, summed per bucket
+    # by C loops (_sums).
     for index, scope, session, ts, usage, bucket in noted:
-        if usage is None or usage.response in firsts:
+        if usage is None:
+            continue
+        response = usage.response
+        if response in firsts:
             continue
         if bucket is None:
             if asked is None:
                 return None
             if (bucket := asked.get(ts)) is None:
                 continue  # no time SQLite reads: in no bucket
+        firsts[response] = index
         key = (scope, session, usage.model, bucket)
-        firsts[usage.response] = (index, key, usage)
-        # Written out rather than a call: this runs for every response of a batch.
-        total = totals.get(key)
-        if total is None:
-            totals[key] = [1, usage.input_tokens, usage.output_tokens,
-                           usage.cache_creation_input_tokens, usage.cache_read_input_tokens,
-                           *usage.above_tier]
-            continue
-        total[0] += 1
-        total[1] += usage.input_tokens
-        total[2] += usage.output_tokens
-        total[3] += usage.cache_creation_input_tokens
-        total[4] += usage.cache_read_input_tokens
-        if usage.above_tier is not NONE_ABOVE:
-            for at, n in enumerate(usage.above_tier, start=5):
-                total[at] += n
-    return Tally(firsts, totals)
+        group = groups.get(key)
+        if group is None:
+            groups[key] = [usage]
+        else:
+            group.append(usage)
+    return Tally(firsts, groups)
 
 
 def tally_in(db: sqlite3.Connection, noted: Sequence[Noted]) -> Tally:
@@ -174,31 +169,34 @@ def add_tally(db: sqlite3.Connection, found: Tally, first: int) -> None:
     """Count the responses of ``found``, the tally of rows just inserted from position
     ``first`` on (a row of index i sits at ``first`` + i), that the store has not
     counted yet, each once, under the position of its first row."""
-    firsts, totals = found.firsts, found.totals
+    firsts, groups = found.firsts, found.groups
     if not firsts:
         return
     # The insert's own look-up of each key says whether it was counted already, so
-    # the common batch, every response new, asks nothing more of SQLite.
-    counted = schema.insert_chunked(db, schema.count_responses, [
-        value for response, (index, _, _) in firsts.items()
-        for value in (response, first + index)], 2, _RESPONSE_CHUNK_ROWS)
+    # the common batch, every response new, asks nothing more of SQLite. Its
+    # parameters, (digest, position) a response, are laid out by C loops.
+    counted = schema.insert_chunked(db, schema.count_responses, list(chain.from_iterable(
+        zip(firsts, map(add, firsts.values(), repeat(first)), strict=True))), 2,
+        _RESPONSE_CHUNK_ROWS)
     if counted != len(firsts):
-        totals = {key: list(total) for key, total in totals.items()}  # a staged tally's own
         # Some were counted by earlier rows, which all sit before this batch's.
-        for (response,) in db.execute(schema.COUNTED_BEFORE,
-                                      (_encoder.encode(list(firsts)), first)):
-            _, staged_key, usage = firsts[response]
-            key = found.moved.get(staged_key, staged_key)
-            total = totals[key]
-            for at, n in enumerate((1, usage.input_tokens, usage.output_tokens,
-                                    usage.cache_creation_input_tokens,
-                                    usage.cache_read_input_tokens, *usage.above_tier)):
-                total[at] -= n
-            if total[0] == 0:
-                del totals[key]
+        before = {response for (response,) in db.execute(
+            schema.COUNTED_BEFORE, (_encoder.encode(list(firsts)), first))}
+        groups = {key: kept for key, group in groups.items()
+                  if (kept := [usage for usage in group if usage.response not in before])}
+    totals = {key: _sums(group) for key, group in groups.items()}
     schema.insert_chunked(db, schema.add_usage, [
         value for key, total in totals.items()
         for value in (*key, *total[:5], _above_text(total[5:]))], 10, _CHUNK_ROWS)
+
+
+def _sums(group: list[Tokens]) -> list[int]:
+    """Responses, the four kinds and the excess past the tier (four) of a bucket."""
+    if len(group) == 1:
+        usage = group[0]
+        return [1, *_kinds(usage), *usage.above_tier]
+    return [len(group), *map(sum, zip(*map(_kinds, group), strict=True)),
+            *map(sum, zip(*map(_above, group), strict=True))]
 
 
 def _text_buckets(times: list[str], *, canonical: bool = False) -> list[int | None]:
@@ -213,14 +211,14 @@ def _text_buckets(times: list[str], *, canonical: bool = False) -> list[int | No
             and re.fullmatch(_SHAPE_LINES, joined) is not None)):
         return [_text_bucket(ts) for ts in times]
     minutes = _minutes
-    needed = {ts[:16] for ts in times}
+    needed = set(map(_minute_of, times))
     missing = needed - minutes.keys()
     if len(minutes) + len(missing) > _MINUTES_KEPT:
         minutes.clear()
         missing = needed
     for minute in missing:
         minutes[minute] = _minute_bucket(minute)
-    return [minutes[ts[:16]] for ts in times]
+    return list(map(minutes.__getitem__, map(_minute_of, times)))
 
 
 def _text_bucket(ts: str) -> int | None:

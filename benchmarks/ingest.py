@@ -92,6 +92,11 @@ def text_of(rng: random.Random) -> str:
     return "".join(rng.choice("abcdefghij klmnop\n\"\\") for _ in range(size // 4)) * 4
 
 
+def compact_line(record: dict[str, Any]) -> str:
+    """One JSONL line as both clients write it: compact, no spaces after separators."""
+    return json.dumps(record, separators=(",", ":")) + "\n"
+
+
 def claude_usage(line: dict[str, Any], i: int, sid: str) -> None:
     """Give assistant line ``i`` the usage fields Claude Code writes: model, message
     and request ids and the token counts. One response in three is on two lines (as
@@ -155,7 +160,7 @@ def claude_corpus(base: Path, target_bytes: int, rng: random.Random, *,
                                      f"{rng.randrange(1000):03d}Z"})
             if usage and role == "assistant":
                 claude_usage(out[-1], i, sid)
-        data = "".join(json.dumps(line) + "\n" for line in out).encode()
+        data = "".join(map(compact_line, out)).encode()
         (folder / f"{sid}.jsonl").write_bytes(data)
         written += len(data)
         lines += len(out)
@@ -196,7 +201,7 @@ def codex_corpus(base: Path, target_bytes: int, rng: random.Random, *,
             out.append({"timestamp": f"2025-09-14T10:{i // 60 % 60:02d}:{i % 60:02d}."
                                      f"{rng.randrange(1000):03d}Z",
                         "type": kind, "payload": payload})
-        data = "".join(json.dumps(line) + "\n" for line in out).encode()
+        data = "".join(map(compact_line, out)).encode()
         (day / f"rollout-2025-09-14T10-00-00-{sid}.jsonl").write_bytes(data)
         written += len(data)
         lines += len(out)

@@ -128,11 +128,15 @@ def deadline_of(worker: object) -> float:
 
 def supervise(name: str, body: Callable[[], object], *,
               lock: Callable[[], AbstractContextManager[None]], scope: Hashable,
-              deadline: float, stop: Any = None, grace: float | None = None) -> Supervised:
+              deadline: float, stop: Any = None, grace: float | None = None,
+              progress: Callable[[], float] | None = None) -> Supervised:
     """Run ``body`` under ``lock`` on a daemon thread named for step ``name`` and
     wait for it, at most ``deadline`` seconds from when it holds the lock, and at
     most ``grace`` seconds (default :data:`STOP_GRACE_SECONDS`) once ``stop``
-    (anything with ``is_set()``) is set.
+    (anything with ``is_set()``) is set. ``progress``, when given, returns the
+    :func:`time.monotonic` of the step's latest progress: the deadline then counts
+    from the later of it and the step's start, for a step whose length has no
+    bound of its own (an export to the end of the feed).
 
     The wait for the lock itself is bounded by the lock (its timeout), and by a
     stop request. An abandoned step, while its code runs, is one of
@@ -142,7 +146,7 @@ def supervise(name: str, body: Callable[[], object], *,
     thread = _StepThread(name, body, lock)
     thread.start()
     try:
-        why = _watch(thread, deadline, stop, grace)
+        why = _watch(thread, deadline, stop, grace, progress)
     except BaseException:
         # A KeyboardInterrupt in an embedder's main thread, say: the step goes on
         # without a watcher, so later ticks must know it may hold the lock.
@@ -158,7 +162,8 @@ def supervise(name: str, body: Callable[[], object], *,
         f"abandoned, {why}; its code is left running on its thread"))
 
 
-def _watch(thread: _StepThread, deadline: float, stop: Any, grace: float) -> str | None:
+def _watch(thread: _StepThread, deadline: float, stop: Any, grace: float,
+           progress: Callable[[], float] | None) -> str | None:
     """Wait for ``thread``; ``None`` once it finished, else why to give up on it."""
     stop_seen: float | None = None
     while not thread.finished.wait(WATCH_SECONDS):
@@ -168,9 +173,45 @@ def _watch(thread: _StepThread, deadline: float, stop: Any, grace: float) -> str
         since = thread.running_since()
         if stop_seen is not None and now - stop_seen >= grace:
             return f"still running {grace:g} s after the stop request"
-        if since is not None and now - since >= deadline:
+        if since is not None and progress is not None:
+            since = max(since, progress())
+            if now - since >= deadline:
+                return f"{deadline:g} s without progress"
+        elif since is not None and now - since >= deadline:
             return f"still running past its deadline of {deadline:g} s"
     return None
+
+
+class CommandStepFailed(HostcoreError):
+    """A command's supervised step ended by a ``BaseException`` that is no
+    ``Exception`` (a ``SystemExit`` in plugin code): the command failed, never
+    exited as that exception asked. The message names the step and the exception."""
+
+
+def run_command_step(name: str, body: Callable[[], object], *,
+                     lock: Callable[[], AbstractContextManager[None]], scope: Hashable,
+                     deadline: float, stop: Any = None,
+                     progress: Callable[[], float] | None = None) -> object:
+    """:func:`supervise` for a command that runs plugin code outside a tick (``poll``,
+    ``export``): the step's result, or None when a stop request came while it waited
+    for its lock (its code never ran).
+
+    Raises what the step raised when that is an ``Exception`` (the command reports it
+    as it would have on its own thread), :class:`StepAbandoned` naming the step when
+    it was abandoned (the command must then exit: its code may still hold the lock),
+    and :class:`CommandStepFailed` for any other ``BaseException``, so plugin code
+    cannot make a failed command exit 0.
+    """
+    outcome = supervise(name, body, lock=lock, scope=scope, deadline=deadline, stop=stop,
+                        progress=progress)
+    error = outcome.error
+    if error is None:
+        return outcome.result
+    if outcome.ending == "abandoned":
+        raise StepAbandoned(f"step {name!r} {error}")
+    if isinstance(error, Exception):
+        raise error
+    raise CommandStepFailed(f"step {name!r} failed: {type(error).__name__}: {error}") from error
 
 
 def abandoned(scope: Hashable) -> list[str]:

@@ -7,16 +7,19 @@ A module-level click command; the built-in plugin in
 from __future__ import annotations
 
 import sys
+import time
 
 import click
 
 from hostcore.errors import HostcoreError
 from hostcore.export.destinations import select_destination
 from hostcore.export.exporter import Exporter, ExportSummary, adopt_hint
-from hostcore.export.plugin import CONFLICT_HINT
+from hostcore.export.plugin import CONFLICT_HINT, EXPORT_DEADLINE_SECONDS
 from hostcore.export.ref import GOVERNANCE
+from hostcore.files import LockBusy
 from hostcore.host import Host
 from hostcore.plugin.cli import emit_json, json_option, pass_host
+from hostcore.steps import run_command_step
 
 
 def _leases(ctx: click.Context, param: click.Parameter,
@@ -57,28 +60,41 @@ def export_command(host: Host, name: str | None, max_rows: int | None,
     again. Rows already pushed are never withdrawn by a later policy change.
     Exit 1 when a governance conflict stands (content was still pushed; the
     message says what moved and how to adopt), when --adopt names a value the
-    destination no longer holds, or when the destination refuses the push; 2
-    when no destination is available.
+    destination no longer holds, when the destination refuses the push, raises,
+    calls sys.exit() or hangs (no batch pushed for 900 s; its code is then left
+    running and the command exits); 2 when no destination is available.
 
     Keys of --json: destination, stream, rows, batches, position, carried,
     done, positions_dropped, conflicts, resumed, cache_saved.
     """
     destination = select_destination(host, name)
     interactive = not as_json and sys.stderr.isatty()
+    pushed = [time.monotonic()]  # when the latest batch went out: the step's progress
 
     def show(summary: ExportSummary) -> None:
-        click.echo(f"\rexported {summary.rows} row(s), position {summary.position}",
-                   err=True, nl=False)
+        pushed[0] = time.monotonic()
+        if interactive:
+            click.echo(f"\rexported {summary.rows} row(s), position {summary.position}",
+                       err=True, nl=False)
 
-    with host.step_lock():
-        try:
-            summary = Exporter(host, destination).run(
-                max_rows=max_rows, adopt=adopt, progress=show if interactive else None)
-        except HostcoreError as exc:  # a refused adoption, or a destination that will not guess
-            if interactive:
-                click.echo(err=True)
-            click.echo(f"hostcore export: {exc}", err=True)
-            raise SystemExit(1) from None
+    def push() -> ExportSummary:
+        return Exporter(host, destination).run(max_rows=max_rows, adopt=adopt, progress=show)
+
+    # Supervised as the tick's export step is: a destination that hangs is abandoned
+    # once no batch went out for EXPORT_DEADLINE_SECONDS, and one that calls
+    # sys.exit() fails the command instead of ending it with its own status.
+    try:
+        done = run_command_step("export", push, lock=host.step_lock, scope=host.root,
+                                deadline=EXPORT_DEADLINE_SECONDS, progress=lambda: pushed[0])
+    except HostcoreError as exc:  # a refused adoption, a destination that will not guess
+        if interactive:
+            click.echo(err=True)
+        if isinstance(exc, LockBusy):
+            raise  # named as every command names a held lock
+        click.echo(f"hostcore export: {exc}", err=True)
+        raise SystemExit(1) from None
+    assert isinstance(done, ExportSummary)  # no stop request: it ran
+    summary = done
     if as_json:
         emit_json(summary)
     else:

@@ -80,7 +80,9 @@ def hostcore_providers(host: Host) -> Provider | Iterable[Provider] | None:
     ``list_items()`` (a complete, failed, interrupted or degraded listing per
     scope, never a truncated list called complete) and ``closure(ref)`` (closed,
     merged or still open; raises ``hostcore.plugin.ProviderError`` when it
-    cannot answer, and nothing else).
+    cannot answer, and nothing else). They run on a watched thread, in a tick and
+    in ``hostcore poll`` alike: a cycle past the poll step's deadline is abandoned,
+    and a ``sys.exit()`` in them fails it.
 
     Example::
 
@@ -167,7 +169,9 @@ def hostcore_destinations(host: Host) -> Destination | Iterable[Destination] | N
     destination's position and returns the ``hostcore.export.ref.Ref`` it publishes
     afterwards; ``published(stream, origin)`` returns that ref without writing.
     See ``hostcore.plugin.registration.Destination`` for the contract and ``hostcore.export``
-    for the batch shape and resumability.
+    for the batch shape and resumability. Pushes run on a watched thread, in a tick
+    and in ``hostcore export`` alike: with no batch pushed for the export step's
+    deadline, the run is abandoned; a ``sys.exit()`` in them fails it.
 
     Example::
 

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import threading
 import time
+from functools import partial
 
 import click
 
 from hostcore.files import LockBusy
 from hostcore.host import Host
 from hostcore.plugin.cli import emit_json, json_option, pass_host, stop_on_signals
+from hostcore.steps import run_command_step
+from hostcore.workitems.plugin import poll_deadline
 from hostcore.workitems.summary import PollSummary
 
 # While waiting for the step lock, or for the next cycle, look at the stop event (and
@@ -32,8 +35,9 @@ def poll_command(host: Host, once: bool, as_json: bool) -> None:
     With --once, one cycle, then exit 0, or 1 when a configured scope failed or was
     interrupted (not by the provider's page cap) or was rate-limited, a listing
     raised, a configured provider was unavailable, a closure or relocation question
-    fails (until it is answered), the ledger could not be written, or a stop signal
-    cut the cycle short; each is named on stderr. A provider that is merely not
+    fails (until it is answered), the ledger could not be written, a stop signal
+    cut the cycle short, or the cycle was abandoned past the poll step's deadline or
+    a provider called sys.exit(); each is named on stderr. A provider that is merely not
     configured is reported as unconfigured and does not fail the run. When another
     process holds the root's step lock, --once waits up to [run] lock_wait_seconds,
     then exits 1 naming the holder.
@@ -88,11 +92,18 @@ def _cycle(host: Host, stop: threading.Event, wait: float | None) -> list[PollSu
         timeout = WAIT_SLICE_SECONDS if wait is None \
             else max(0.0, min(WAIT_SLICE_SECONDS, wait - waited))
         try:
-            with host.step_lock(timeout=timeout):
-                return host.poller.cycle(stop)
+            # Supervised as the tick's poll step is: a provider that hangs is
+            # abandoned past the step's deadline, and one that calls sys.exit() fails
+            # the command (StepAbandoned, CommandStepFailed) instead of ending it.
+            found = run_command_step(
+                "poll", lambda: host.poller.cycle(stop),
+                lock=partial(host.step_lock, timeout=timeout),
+                scope=host.root, deadline=poll_deadline(host), stop=stop)
         except LockBusy as busy:
             if wait is not None and time.monotonic() - started >= wait:
                 raise LockBusy(busy.path, busy.holder, wait) from None
+            continue
+        return found if isinstance(found, list) else None  # None: stopped before it ran
     return None
 
 

@@ -90,6 +90,11 @@ class PollFailed(HostcoreError):
 POLL_DEADLINE_SECONDS = 600.0
 
 
+def poll_deadline(host: Host) -> float:
+    """How long one poll cycle may run, in a tick or in ``hostcore poll`` (seconds)."""
+    return max(POLL_DEADLINE_SECONDS, 2 * host.config.settings.poll.cycle_budget_seconds)
+
+
 class PollWorker:
     """Runs a poll cycle each tick, no more often than ``[poll] interval_seconds``
     (read again from the config file each tick, so an edit takes effect at once).
@@ -112,7 +117,7 @@ class PollWorker:
 
     @property
     def deadline_seconds(self) -> float:
-        return max(POLL_DEADLINE_SECONDS, 2 * self.host.config.settings.poll.cycle_budget_seconds)
+        return poll_deadline(self.host)
 
     def run(self, host: Host) -> WorkerResult:
         interval = host.reload_settings().poll.interval_seconds

@@ -114,13 +114,13 @@ class _StepThread(threading.Thread):
             return self._started_at
 
 
-def deadline_of(worker: object) -> float:
-    """The seconds a worker's step may run: its ``deadline_seconds``, else
-    :data:`STEP_DEADLINE_SECONDS`. Raises ``ValueError`` for a value that is not a
-    positive number, so the step fails saying so instead of running unwatched."""
+def deadline_of(worker: object, default: float = STEP_DEADLINE_SECONDS) -> float:
+    """The seconds a worker's step (or a source's read) may run: its
+    ``deadline_seconds``, else ``default``. Raises ``ValueError`` for a value that is
+    not a positive number, so the step fails saying so instead of running unwatched."""
     declared = getattr(worker, "deadline_seconds", None)
     if declared is None:
-        return STEP_DEADLINE_SECONDS
+        return default
     if isinstance(declared, bool) or not isinstance(declared, int | float) or not declared > 0:
         raise ValueError(f"deadline_seconds must be a positive number, not {declared!r}")
     return float(declared)

@@ -258,17 +258,19 @@ def test_a_refused_batch_stops_its_source_and_the_others_go_on(make_host):
     assert bad.cursors[2] == "2"
 
 
-def test_a_large_backlog_is_ingested_on_the_step_thread_alone(make_host):
+def test_a_large_backlog_is_read_on_watched_threads_and_stored_by_the_step_alone(make_host):
     import threading
 
     source = CountingSource("a", 12_000, 5_000)
     host = make_host(plugin(source))
     before = threading.active_count()
-    threads: list[int] = []
-    source.on_read = lambda cursor: threads.append(threading.active_count())
+    threads: list[tuple[int, str]] = []
+    source.on_read = lambda cursor: threads.append(
+        (threading.active_count(), threading.current_thread().name))
     assert host.tick().ok
-    # Three batches of thousands of rows, on the step's own thread alone (the
-    # tick runs each step on a thread of its own), and no thread left after it.
-    assert threads == [before + 1] * 3
+    # Three batches of thousands of rows: each read on a watched thread of its own
+    # beside the step's (the tick runs each step on a thread of its own), no
+    # storing thread beside them, and no thread left after it.
+    assert threads == [(before + 2, "hostcore-step-source-a")] * 3
     assert threading.active_count() == before
     assert host.store.partitions()["a"].row_count == 12_000

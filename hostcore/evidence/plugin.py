@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from hostcore.plugin.declared import add_declared
 from hostcore.plugin.markers import hookimpl
 from hostcore.plugin.registration import Source, StepFailed, WorkerResult, availability
 from hostcore.records import convert
+from hostcore.steps import StepAbandoned, abandoned, deadline_of, supervise
 from hostcore.telemetry import EventSpec
 
 if TYPE_CHECKING:
@@ -45,9 +47,10 @@ EVENTS = (
     ),
     EventSpec(
         "evidence.source_failed",
-        {"reason": ("raised", "bad_batch")},
-        "One source failed this tick and was skipped; the others still ingested. The "
-        "log names the source.",
+        {"reason": ("raised", "bad_batch", "hung")},
+        "One source failed this tick and was skipped (it raised, returned a bad batch, or "
+        "its read ran past its deadline and was left running); the others still "
+        "ingested. The log names the source.",
     ),
     EventSpec(
         "evidence.purged",
@@ -69,6 +72,11 @@ INGEST_SLICE_SECONDS = 2.0
 # How long an ingest step may run before the tick abandons it (seconds): a slice
 # and its last batch's transaction, with room for a slow source's one read.
 INGEST_DEADLINE_SECONDS = 300.0
+# How long one read of a source (one batch) may run unless the source declares its
+# own ``deadline_seconds``: a transcript batch takes well under a second. A read past
+# it is left running on its thread, the source is skipped (``hung``) until it returns,
+# and the other sources go on: one hung source never stops them.
+SOURCE_READ_DEADLINE_SECONDS = 60.0
 
 
 @hookimpl
@@ -201,11 +209,24 @@ class _Batches:
         name = source.name
         if name in self.failed:
             return False
+        scope = (self._host.root, "source", name)
+        if abandoned(scope):  # an earlier read still runs: never two at once
+            self._fail(name, "hung", StepAbandoned("a read past its deadline still runs"))
+            return False
         try:
-            batch = source.read(self._cursors[name])
-        except Exception as exc:
+            deadline = deadline_of(source, SOURCE_READ_DEADLINE_SECONDS)
+        except ValueError as exc:
             self._fail(name, "raised", exc)
             return False
+        cursor = self._cursors[name]
+        # On a watched thread of its own, as a step runs: a read that hangs is left
+        # there, and one that calls sys.exit() fails this source alone.
+        read = supervise(f"source-{name}", lambda: source.read(cursor),
+                         lock=contextlib.nullcontext, scope=scope, deadline=deadline)
+        if read.error is not None:
+            self._fail(name, "hung" if read.ending == "abandoned" else "raised", read.error)
+            return False
+        batch = read.result
         try:
             if not isinstance(batch, SourceBatch):
                 batch = convert(batch, SourceBatch, what=f"source {name!r} batch")
@@ -229,7 +250,7 @@ class _Batches:
             self._host.progress(f"ingest: {counts['rows']:,} rows so far")
         return batch.more
 
-    def _fail(self, name: str, reason: str, exc: Exception) -> None:
+    def _fail(self, name: str, reason: str, exc: BaseException) -> None:
         host = self._host
         self._counts["failed"] += 1
         kind = f"{reason}: {type(exc).__name__}"

@@ -59,7 +59,11 @@ def hostcore_sources(host: Host) -> Source | Iterable[Source] | None:
     ``SourceBatch.skipped`` (``hostcore status`` shows it per source) and never
     stops the lines after it. A source that raises keeps its cursor and is read
     again next tick; the others still ingest, then the ingest step fails naming
-    it, so ``hostcore run --once`` exits 1.
+    it, so ``hostcore run --once`` exits 1. Each ``read`` runs on a watched thread
+    of its own: one still running past the source's ``deadline_seconds`` (an
+    optional positive number, default 60) is left running and counts as a
+    failure (``hung``), the source is not read again until it returns, and a
+    ``sys.exit()`` in it fails that source alone.
 
     Example::
 

@@ -28,7 +28,8 @@ HOSTCORE = Path(__file__).resolve().parents[1] / "hostcore"
 # timestamps, config_tables, msgspec_import and digests: nothing).
 FOUNDATION = frozenset({"hostcore.errors", "hostcore.timestamps", "hostcore.config",
                         "hostcore.config_tables", "hostcore.msgspec_import", "hostcore.digests",
-                        "hostcore.files", "hostcore.records", "hostcore.telemetry"})
+                        "hostcore.files", "hostcore.records", "hostcore.telemetry",
+                        "hostcore.steps"})
 # Each keeps its engine, its built-in plugin.py and its commands.py together.
 DOMAINS = ("evidence", "export", "workitems", "scaffold", "agents", "governance")
 # What reaches a destination's hash definitions: the one cross-domain module-level import.
@@ -131,7 +132,7 @@ def layer(module: str) -> str:
     if module in ALIASES:
         return "alias"
     special = {"hostcore.__main__": "main", "hostcore._moved": "moved",
-               "hostcore.host": "host", "hostcore.tick": "host", "hostcore.steps": "host",
+               "hostcore.host": "host", "hostcore.tick": "host",
                "hostcore.plugin.cli": "plugin.cli"}
     if module in special:
         return special[module]

@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 
 from hostcore.files import file_lock
+from hostcore.plugin.markers import hookimpl
+from hostcore.workitems.items import Closure, Listing, ScopeListing, WorkItem, WorkItemRef
 
 
 @dataclass
@@ -102,6 +104,41 @@ def plugin_sources() -> Callable[[str], str]:
     """Sources of ready-made plugins: ``good`` (a worker named hello), ``broken`` (raises
     on import) and ``failing`` (a worker named boom that raises every tick)."""
     return {"good": GOOD_PLUGIN, "broken": BROKEN_PLUGIN, "failing": FAILING_PLUGIN}.__getitem__
+
+
+class OneItem:
+    """A work-item provider listing one open item, ``o/r#1``; ``before_listing``, when
+    given, runs at the start of each listing (to raise, exit or hang there)."""
+
+    name = "one"
+
+    def __init__(self, before_listing: Callable[[], object] | None = None) -> None:
+        self._before_listing = before_listing
+
+    def owns(self, ref: WorkItemRef) -> bool:
+        return ref.ref.startswith("o/r#")
+
+    def scope_of(self, ref: WorkItemRef) -> str:
+        return "o/r"
+
+    def list_items(self) -> Listing:
+        if self._before_listing is not None:
+            self._before_listing()
+        item = WorkItem(ref=WorkItemRef("o/r#1"), updated_at="u")
+        return Listing((ScopeListing(scope="o/r", status="complete", items=(item,)),))
+
+    def closure(self, ref: WorkItemRef) -> Closure:
+        return Closure(state="open")
+
+    @hookimpl
+    def hostcore_providers(self, host: Any) -> Any:
+        return self
+
+
+@pytest.fixture
+def one_item_provider() -> type[OneItem]:
+    """:class:`OneItem`, to make one with or without a ``before_listing``."""
+    return OneItem
 
 
 REPO = Path(__file__).resolve().parents[1]

@@ -18,7 +18,6 @@ import pytest
 from hostcore.evidence.store import EvidenceRow
 from hostcore.host import Host
 from hostcore.plugin.markers import hookimpl
-from hostcore.workitems.items import Closure, Listing, ScopeListing, WorkItem, WorkItemRef
 
 EXITING_DESTINATION = """
     from hostcore import hookimpl
@@ -156,51 +155,25 @@ def test_an_export_that_keeps_pushing_outlives_the_deadline(tmp_path, hostcore_c
     assert '"rows": 500' in result.stdout and '"done": true' in result.stdout
 
 
-class Provider:
-    """One scope of one item; ``listing`` says how its listing ends."""
-
-    name = "supervised"
-
-    def __init__(self, listing: Any) -> None:
-        self._listing = listing
-
-    def owns(self, ref: WorkItemRef) -> bool:
-        return ref.ref.startswith("o/r#")
-
-    def scope_of(self, ref: WorkItemRef) -> str:
-        return "o/r"
-
-    def list_items(self) -> Listing:
-        self._listing()
-        item = WorkItem(ref=WorkItemRef("o/r#1"), updated_at="u")
-        return Listing((ScopeListing(scope="o/r", status="complete", items=(item,)),))
-
-    def closure(self, ref: WorkItemRef) -> Closure:
-        return Closure(state="open")
-
-    @hookimpl
-    def hostcore_providers(self, host: Any) -> Any:
-        return self
-
-
 def test_a_provider_that_calls_sys_exit_fails_poll_once_naming_it(hostcore_cli,
-                                                                  register_plugin):
+                                                                  register_plugin,
+                                                                  one_item_provider):
     def exits() -> None:
         raise SystemExit(0)
 
-    register_plugin(Provider(exits))
+    register_plugin(one_item_provider(exits))
     result = hostcore_cli("poll", "--once")
     assert result.exit_code == 1, result.stderr
     assert "hostcore: step 'poll' failed: SystemExit: 0" in result.stderr
 
 
-def test_a_hung_provider_is_abandoned_past_the_poll_deadline(hostcore_cli, register_plugin,
-                                                             release, monkeypatch, tmp_path):
+def test_a_hung_provider_is_abandoned_past_the_poll_deadline(
+        hostcore_cli, register_plugin, one_item_provider, release, monkeypatch, tmp_path):
     monkeypatch.setattr("hostcore.workitems.plugin.POLL_DEADLINE_SECONDS", 0.5)
     root = tmp_path / "cli-root"
     root.mkdir()
     (root / "hostcore.toml").write_text("[poll]\ncycle_budget_seconds = 0.1\n")
-    register_plugin(Provider(release.wait))
+    register_plugin(one_item_provider(release.wait))
     result = hostcore_cli("poll", "--once")
     assert result.exit_code == 1, result.stderr
     assert ("hostcore: step 'poll' abandoned, still running past its deadline of 0.5 s; "

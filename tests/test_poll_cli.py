@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 
 from hostcore.files import file_lock
-from hostcore.workitems.items import Closure, Listing, ScopeListing, WorkItem, WorkItemRef
 
 HOLDER = "pid 4242 (hostcore run --once)"
 
@@ -95,40 +94,15 @@ def test_a_running_poll_loop_picks_up_an_edited_interval(tmp_path):
         proc.wait(timeout=10)
 
 
-class OneItem:
-    """A provider listing one open item."""
-
-    name = "one"
-
-    def owns(self, ref: WorkItemRef) -> bool:
-        return ref.ref.startswith("o/r#")
-
-    def scope_of(self, ref: WorkItemRef) -> str:
-        return "o/r"
-
-    def list_items(self) -> Listing:
-        item = WorkItem(ref=WorkItemRef("o/r#1"), updated_at="u")
-        return Listing((ScopeListing(scope="o/r", status="complete", items=(item,)),))
-
-    def closure(self, ref: WorkItemRef) -> Closure:
-        return Closure(state="open")
-
-    from hostcore.plugin.markers import hookimpl
-
-    @hookimpl
-    def hostcore_providers(self, host: Any) -> Any:
-        return self
-
-
 def poll_step(report: Any) -> dict[str, int]:
     (step,) = [s for s in report.steps if s.name == "poll"]
     assert step.ok, step.error
     return dict(step.counts)
 
 
-def test_the_poll_worker_picks_up_an_edited_interval(make_host, tmp_path):
+def test_the_poll_worker_picks_up_an_edited_interval(make_host, tmp_path, one_item_provider):
     root = make_root(tmp_path, "[poll]\ninterval_seconds = 3600\n")
-    host = make_host(OneItem(), root=root)
+    host = make_host(one_item_provider(), root=root)
     assert poll_step(host.tick())["listed"] == 1
     assert poll_step(host.tick()) == {"skipped": 1}
     (root / "hostcore.toml").write_text("[poll]\ninterval_seconds = 0.01\n")
@@ -212,11 +186,12 @@ def test_a_full_disk_while_dating_a_record_ends_the_cycle_with_one_line_and_a_su
     assert "closureCheckedAt" not in outcome["record"]  # nothing half-written
 
 
-def test_a_ledger_that_cannot_be_written_fails_the_poll_step_naming_why(make_host, tmp_path):
+def test_a_ledger_that_cannot_be_written_fails_the_poll_step_naming_why(
+        make_host, tmp_path, one_item_provider):
     root = make_root(tmp_path, "")
     (root / "ledger").mkdir(mode=0o700)
     (root / "ledger" / "portable").write_text("a file where the records' folder belongs")
-    host = make_host(OneItem(), root=root)
+    host = make_host(one_item_provider(), root=root)
     report = host.tick()
     (step,) = [s for s in report.steps if s.name == "poll"]
     assert not step.ok

@@ -19,13 +19,13 @@ import re
 import sqlite3
 from collections.abc import Mapping, Sequence
 from itertools import chain, repeat
-from operator import add, attrgetter, itemgetter
+from operator import add
 from typing import Any
 
 import msgspec
 
 from hostcore.evidence import schema
-from hostcore.evidence.usage_fields import Tokens
+from hostcore.evidence.usage_fields import NONE_ABOVE, Tokens
 
 __all__ = ["Noted", "Tally", "add_tally", "note", "tally", "tally_in"]
 
@@ -52,11 +52,6 @@ _SHAPE_LINES = f"(?:{_SHAPE}\n)*{_SHAPE}"
 # names no moment here; kept to this many minutes, about a week of transcripts.
 _MINUTES_KEPT = 10_000
 _minutes: dict[str, int | None] = {}
-_minute_of = itemgetter(slice(0, 16))
-# A usage's four kinds (in TOKEN_KINDS order) and its excess past the tier, read in C.
-_kinds = attrgetter("input_tokens", "output_tokens", "cache_creation_input_tokens",
-                    "cache_read_input_tokens")
-_above = attrgetter("above_tier")
 
 
 # (index, scope, session id, canonical ts, the payload's usage): a row of a batch with
@@ -113,12 +108,11 @@ def note(found: list[Found], *, canonical: bool = False) -> list[Noted]:
     the append runs little but SQLite. ``canonical``: every time is known
     to be in the canonical form already (staging matched them all), so none is
     matched again."""
-    if not found:
-        return []
-    # Columns and rows again by zip, in C: this runs for every row with usage.
-    indexes, scopes, sessions, stamps, usages = zip(*found, strict=True)
-    return list(zip(indexes, scopes, sessions, stamps, _checked(list(usages)),
-                    _text_buckets(list(stamps), canonical=canonical), strict=True))
+    usages = _checked([usage for _, _, _, _, usage in found])
+    buckets = _text_buckets([ts for _, _, _, ts, _ in found], canonical=canonical)
+    return [(index, scope, session, ts, usage, bucket)
+            for (index, scope, session, ts, _), usage, bucket
+            in zip(found, usages, buckets, strict=True)]
 
 
 def tally(noted: Sequence[Noted], asked: Mapping[str, int | None] | None = None
@@ -131,7 +125,7 @@ def tally(noted: Sequence[Noted], asked: Mapping[str, int | None] | None = None
     firsts: dict[str, int] = {}
     groups: dict[Bucket, list[Tokens]] = {}
     # The loop runs for every response of a batch: grouped here, summed per bucket
-    # by C loops (_sums).
+    # once it is known which were counted before (_sums).
     for index, scope, session, ts, usage, bucket in noted:
         if usage is None:
             continue
@@ -192,11 +186,17 @@ def add_tally(db: sqlite3.Connection, found: Tally, first: int) -> None:
 
 def _sums(group: list[Tokens]) -> list[int]:
     """Responses, the four kinds and the excess past the tier (four) of a bucket."""
-    if len(group) == 1:
-        usage = group[0]
-        return [1, *_kinds(usage), *usage.above_tier]
-    return [len(group), *map(sum, zip(*map(_kinds, group), strict=True)),
-            *map(sum, zip(*map(_above, group), strict=True))]
+    # A loop of attribute reads, written out: twice as fast as sums of map and zip.
+    fresh = output = creation = read = 0
+    above: list[int] | None = None
+    for usage in group:
+        fresh += usage.input_tokens
+        output += usage.output_tokens
+        creation += usage.cache_creation_input_tokens
+        read += usage.cache_read_input_tokens
+        if usage.above_tier is not NONE_ABOVE:
+            above = [a + b for a, b in zip(above or NONE_ABOVE, usage.above_tier, strict=True)]
+    return [len(group), fresh, output, creation, read, *(above or NONE_ABOVE)]
 
 
 def _text_buckets(times: list[str], *, canonical: bool = False) -> list[int | None]:
@@ -211,14 +211,14 @@ def _text_buckets(times: list[str], *, canonical: bool = False) -> list[int | No
             and re.fullmatch(_SHAPE_LINES, joined) is not None)):
         return [_text_bucket(ts) for ts in times]
     minutes = _minutes
-    needed = set(map(_minute_of, times))
+    needed = {ts[:16] for ts in times}
     missing = needed - minutes.keys()
     if len(minutes) + len(missing) > _MINUTES_KEPT:
         minutes.clear()
         missing = needed
     for minute in missing:
         minutes[minute] = _minute_bucket(minute)
-    return list(map(minutes.__getitem__, map(_minute_of, times)))
+    return [minutes[ts[:16]] for ts in times]
 
 
 def _text_bucket(ts: str) -> int | None:

@@ -173,12 +173,13 @@ def _watch(thread: _StepThread, deadline: float, stop: Any, grace: float,
         since = thread.running_since()
         if stop_seen is not None and now - stop_seen >= grace:
             return f"still running {grace:g} s after the stop request"
-        if since is not None and progress is not None:
+        if since is None:
+            continue  # still waiting for its lock
+        if progress is not None:
             since = max(since, progress())
-            if now - since >= deadline:
-                return f"{deadline:g} s without progress"
-        elif since is not None and now - since >= deadline:
-            return f"still running past its deadline of {deadline:g} s"
+        if now - since >= deadline:
+            return (f"{deadline:g} s without progress" if progress is not None
+                    else f"still running past its deadline of {deadline:g} s")
     return None
 
 

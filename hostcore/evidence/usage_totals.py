@@ -84,7 +84,7 @@ class Tally:
     @property
     def totals(self) -> dict[Bucket, list[int]]:
         """Each bucket's sums: responses, the four kinds, above the tier (four)."""
-        return {key: _sums(group) for key, group in self.groups.items()}
+        return _totals(self.groups)
 
     def rescoped(self, ids: Mapping[tuple[str, str], int]) -> Tally:
         """This tally with each scope staged by name, ``(directory, source id)``, given
@@ -178,10 +178,13 @@ def add_tally(db: sqlite3.Connection, found: Tally, first: int) -> None:
             schema.COUNTED_BEFORE, (_encoder.encode(list(firsts)), first))}
         groups = {key: kept for key, group in groups.items()
                   if (kept := [usage for usage in group if usage.response not in before])}
-    totals = {key: _sums(group) for key, group in groups.items()}
     schema.insert_chunked(db, schema.add_usage, [
-        value for key, total in totals.items()
+        value for key, total in _totals(groups).items()
         for value in (*key, *total[:5], _above_text(total[5:]))], 10, _CHUNK_ROWS)
+
+
+def _totals(groups: dict[Bucket, list[Tokens]]) -> dict[Bucket, list[int]]:
+    return {key: _sums(group) for key, group in groups.items()}
 
 
 def _sums(group: list[Tokens]) -> list[int]:

@@ -1,10 +1,12 @@
 """``hostcore poll`` and ``hostcore export`` run plugin code as the tick runs a step
 (hostcore.steps.run_command_step): a provider or destination that calls
 ``sys.exit()`` fails the command, never ends it with its own status, and one that
-hangs is abandoned past the step's deadline, the command exiting 1 naming it."""
+hangs is abandoned past the step's deadline, the command exiting 1 naming it; what
+either prints goes to stderr, so ``--json`` is all the command's stdout carries."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -38,6 +40,34 @@ EXITING_DESTINATION = """
     @hookimpl
     def hostcore_destinations(host):
         return Exiting(destination_for(host))
+"""
+
+
+# A folder destination whose code prints to stdout: when it registers, in each push,
+# and from a child process it starts (which writes to file descriptor 1 itself).
+PRINTING_DESTINATION = """
+    import subprocess
+
+    from hostcore import hookimpl
+    from hostcore_directory_destination.plugin import destination_for
+
+    class Printing:
+        def __init__(self, inner):
+            self._inner = inner
+            self.name, self.key = "printing", "printing"
+
+        def __getattr__(self, name):
+            return getattr(self._inner, name)
+
+        def push(self, batch):
+            print("pushing a batch")
+            subprocess.run(["echo", "a child of the push"], check=True)
+            return self._inner.push(batch)
+
+    @hookimpl
+    def hostcore_destinations(host):
+        print("registering the printing destination")
+        return Printing(destination_for(host))
 """
 
 
@@ -85,6 +115,23 @@ def test_a_destination_that_calls_sys_exit_fails_the_export_naming_it(tmp_path, 
                            capture_output=True, text=True, env=env, timeout=60)
     assert again.returncode == 0, again.stderr
     assert '"rows": 3' in again.stdout
+
+
+def test_what_a_destination_prints_stays_off_export_json(tmp_path, fake_site):
+    # A real process, so the child's write to descriptor 1 is a real one: before,
+    # all three lines came out ahead of the JSON and a script reading it failed.
+    root = export_root(tmp_path)
+    fake_site.add("fake-printing", {"printing": PRINTING_DESTINATION})
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(fake_site.folder),
+           "HOSTCORE_LOAD_PLUGINS": "fake-printing,hostcore-directory-destination"}
+    done = subprocess.run([sys.executable, "-m", "hostcore", "--root", str(root), "export",
+                           "--destination", "printing", "--json"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["rows"] == 3
+    for line in ("registering the printing destination", "pushing a batch",
+                 "a child of the push"):
+        assert line in done.stderr
 
 
 class Hanging:
@@ -165,6 +212,18 @@ def test_a_provider_that_calls_sys_exit_fails_poll_once_naming_it(hostcore_cli,
     result = hostcore_cli("poll", "--once")
     assert result.exit_code == 1, result.stderr
     assert "hostcore: step 'poll' failed: SystemExit: 0" in result.stderr
+
+
+def test_what_a_provider_prints_stays_off_poll_json(hostcore_cli, register_plugin,
+                                                    one_item_provider):
+    def prints() -> None:
+        print("listing from the provider")
+
+    register_plugin(one_item_provider(prints))
+    result = hostcore_cli("poll", "--once", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert [summary["new"] for summary in json.loads(result.stdout)] == [1]
+    assert "listing from the provider" in result.stderr
 
 
 def test_a_hung_provider_is_abandoned_past_the_poll_deadline(

@@ -51,7 +51,7 @@ def _leases(ctx: click.Context, param: click.Parameter,
                    "value starting with PREFIX; refused if the destination holds another "
                    "(it moved since you looked). Repeat for several components.")
 @json_option
-@pass_host
+@pass_host(guard_stdout=True)
 def export_command(host: Host, name: str | None, max_rows: int | None,
                    adopt: dict[str, str], as_json: bool) -> None:
     """Push the rows the withholding policy permits to the export destination.

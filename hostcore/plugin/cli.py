@@ -31,6 +31,7 @@ import click
 from hostcore.host import Host
 from hostcore.plugin.output import json_text
 from hostcore.plugin.signals import stop_on_signals
+from hostcore.steps import StdoutGuard
 
 if TYPE_CHECKING:
     from hostcore.plugin.loader import PluginSet
@@ -71,14 +72,20 @@ def pass_host(f: F, /) -> F: ...
 
 
 @overload
-def pass_host(*, read_only: bool = False) -> Callable[[F], F]: ...
+def pass_host(*, read_only: bool = False, guard_stdout: bool = False) -> Callable[[F], F]: ...
 
 
-def pass_host(f: F | None = None, /, *, read_only: bool = False) -> F | Callable[[F], F]:
+def pass_host(f: F | None = None, /, *, read_only: bool = False,
+              guard_stdout: bool = False) -> F | Callable[[F], F]:
     """Decorate a click command to receive the :class:`~hostcore.host.Host` first.
 
     ``@pass_host(read_only=True)`` for a command that only reports: its host
     opens the state read-only and creates no file or folder.
+
+    ``guard_stdout=True`` for a command whose plugin code runs on step threads
+    (``export``, ``poll``): what plugins print while the host is built, on those
+    threads or from a child process goes to stderr (:class:`~hostcore.steps.StdoutGuard`),
+    so the command's own report, ``--json`` above all, is all its stdout carries.
     """
 
     def decorate(command: F) -> F:
@@ -87,7 +94,12 @@ def pass_host(f: F | None = None, /, *, read_only: bool = False) -> F | Callable
             factory = ctx.find_object(HostFactory)
             if factory is None:
                 raise click.UsageError("this command must run under the hostcore CLI")
-            return ctx.invoke(command, factory.get(read_only=read_only), *args, **kwargs)
+            if not guard_stdout:
+                return ctx.invoke(command, factory.get(read_only=read_only), *args, **kwargs)
+            with StdoutGuard() as guard:
+                host = factory.get(read_only=read_only)
+                with guard.reports():
+                    return ctx.invoke(command, host, *args, **kwargs)
 
         return cast(F, update_wrapper(wrapper, command))
 

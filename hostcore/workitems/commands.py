@@ -28,7 +28,7 @@ WAIT_SLICE_SECONDS = 1.0
 @click.command("poll")
 @click.option("--once", is_flag=True, help="Run one cycle and exit (for cron).")
 @json_option
-@pass_host
+@pass_host(guard_stdout=True)
 def poll_command(host: Host, once: bool, as_json: bool) -> None:
     """Poll every work-item provider: list items, note changes, reconcile closures.
 

@@ -94,6 +94,9 @@ class RolloutLine(msgspec.Struct):
 
 
 _line_decoder = msgspec.json.Decoder(RolloutLine)
+# The running total a token count last wrote to a file's context: as written, and
+# its numbers.
+_last_total: tuple[str, tuple[int, ...]] = ("0,0,0", (0, 0, 0))
 _payload_decoder = msgspec.json.Decoder(Payload | None)
 _token_decoder = msgspec.json.Decoder(TokenCount | None)
 
@@ -182,11 +185,17 @@ def _add_usage(payload: dict[str, Any], context: dict[str, str], session: str,
         return
     info = event.info
     if info.total_token_usage is not None:
+        global _last_total
         total = _figures(info.total_token_usage)
+        then_text = context.get("total", "0,0,0")
+        # The file's previous total is nearly always the one written last: its
+        # numbers are kept, not parsed back from the text.
+        last = _last_total
+        then = last[1] if then_text == last[0] else tuple(map(int, then_text.split(",")))
         # Written out, not zipped: this runs for every token count.
-        then_fresh, then_cached, then_output = map(int, context.get("total", "0,0,0").split(","))
-        grew = (total[0] - then_fresh, total[1] - then_cached, total[2] - then_output)
-        context["total"] = f"{total[0]},{total[1]},{total[2]}"
+        grew = (total[0] - then[0], total[1] - then[1], total[2] - then[2])
+        context["total"] = text = f"{total[0]},{total[1]},{total[2]}"
+        _last_total = (text, total)  # one assignment: a reading thread sees either pair
         if min(grew) < 0:
             # The total started over (a new file of a resumed session): this
             # response is the last figure, or the whole total when there is none.

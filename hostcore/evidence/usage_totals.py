@@ -52,6 +52,8 @@ _SHAPE_LINES = f"(?:{_SHAPE}\n)*{_SHAPE}"
 # names no moment here; kept to this many minutes, about a week of transcripts.
 _MINUTES_KEPT = 10_000
 _minutes: dict[str, int | None] = {}
+# The types of a batch's usage when a source made every one with usage_fields.tokens.
+_ONLY_TOKENS = {Tokens}
 
 
 # (index, scope, session id, canonical ts, the payload's usage): a row of a batch with
@@ -250,6 +252,8 @@ def _checked(found: list[Any]) -> list[Tokens | None]:
     list in one call, and one by one only when some of it does not fit. A dict (a
     row's payload read back, a source's own) is checked field by field, a Tokens
     (what usage_fields.tokens made) taken as it is."""
+    if set(map(type, found)) == _ONLY_TOKENS:
+        return found  # the common batch, told by one set: convert would copy each
     try:
         return list(msgspec.convert(found, list[Tokens]))
     except msgspec.ValidationError:

@@ -13,6 +13,7 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> None:
+    _open_standard_streams()
     args = sys.argv[1:] if argv is None else argv
     if args == ["--version"]:
         # Free: running this module already loaded the hostcore package; nothing else loads.
@@ -61,6 +62,29 @@ def main(argv: list[str] | None = None) -> None:
                 stream.flush()
         os._exit(status)
     raise SystemExit(status)
+
+
+def _open_standard_streams() -> None:
+    """Give a standard descriptor that was closed (cron's ``>&-``, a service started
+    without one) ``/dev/null``, and the stream Python left as None a file on it.
+
+    Otherwise the next file hostcore opens takes its number, and what a plugin or a
+    child process writes to "stdout" lands in that file; and the guards that route
+    plugin output would fail on a None stream. Output to it is dropped, as the
+    caller asked by closing it. Three fstat calls when all is well."""
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            opened = os.open(os.devnull, os.O_RDWR)  # the lowest free number: fd's
+            if opened != fd:
+                os.dup2(opened, fd)
+                os.close(opened)
+        if getattr(sys, name) is None:
+            # The process's own stream from here on: never closed before exit.
+            stream = open(fd, "r" if fd == 0 else "w", encoding="utf-8",  # noqa: SIM115
+                          closefd=False)
+            setattr(sys, name, stream)
 
 
 def _lingering_threads() -> bool:

@@ -30,6 +30,7 @@ from hostcore.plugin.cli import HostFactory
 from hostcore.plugin.declared import load_declared
 from hostcore.plugin.loader import BUILTIN_PLUGINS, PluginSet, load_plugins
 from hostcore.plugin.terminal import COLOR_CHOICES, ColorChoice, Terminal, configure
+from hostcore.steps import StdoutGuard
 
 log = logging.getLogger("hostcore.cli")
 
@@ -248,8 +249,11 @@ def run_cli(args: list[str], *, extra_plugins: Sequence[object] = (),
     # -v/-vv only lower the level once the options are parsed.
     logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
     try:
-        plugin_set = load_plugins(BUILTIN_PLUGINS, extra_plugins, load_entrypoints=True, env=env)
-        cli = build_cli(plugin_set)
+        # What a plugin prints as it is imported goes to stderr: stdout is the command's.
+        with StdoutGuard():
+            plugin_set = load_plugins(BUILTIN_PLUGINS, extra_plugins, load_entrypoints=True,
+                                      env=env)
+            cli = build_cli(plugin_set)
         if freeze_loaded:
             gc.freeze()
             gc.enable()

@@ -39,9 +39,10 @@ def plugins_command(host: Host, as_json: bool, show_tb: bool) -> None:
     # Every plugin's command hook runs first, so one that raises is listed as failed.
     root = click.get_current_context().find_root().command
     check_commands = getattr(root, "check_plugin_commands", None)
-    if callable(check_commands):
-        check_commands()
-    infos = host.plugin_infos()
+    with StdoutGuard():  # what plugin code prints goes to stderr: stdout is the listing
+        if callable(check_commands):
+            check_commands()
+        infos = host.plugin_infos()
     verbose = current().verbose > 0
     if as_json:
         emit_json(infos)
@@ -124,7 +125,8 @@ def status_command(host: Host, as_json: bool, watch: bool, interval: float | Non
                                    "when you need it")
         _watch(host, interval or DEFAULT_INTERVAL_SECONDS)
         return
-    report = host.status()
+    with StdoutGuard():  # what plugins' status hooks print goes to stderr
+        report = host.status()
     if as_json:
         emit_json(report)
         return

@@ -43,7 +43,8 @@ def main(command: LeanCommand) -> int:
     env = dict(os.environ)
     logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
     try:
-        plugin_set = load_plugins(BUILTIN_PLUGINS, (), load_entrypoints=True, env=env)
+        with StdoutGuard():  # what plugins print as they are imported goes to stderr
+            plugin_set = load_plugins(BUILTIN_PLUGINS, (), load_entrypoints=True, env=env)
         gc.freeze()
         gc.enable()
         try:
@@ -63,9 +64,12 @@ def _run(command: LeanCommand, plugin_set: PluginSet, env: dict[str, str]) -> No
     host: Host | None = None
     try:
         if command.name == "status":
-            host = Host(root=command.root, config=command.config, env=env,
-                        plugin_set=plugin_set, read_only=True)
-            echo(json_text(host.status(), indent=2))
+            # Plugin code (registration, status hooks) prints to stderr: stdout is the JSON.
+            with StdoutGuard():
+                host = Host(root=command.root, config=command.config, env=env,
+                            plugin_set=plugin_set, read_only=True)
+                report = host.status()
+            echo(json_text(report, indent=2))
             return
         # What plugins print goes to stderr, from the host's build on: stdout carries
         # the reports alone (as hostcore.cli.commands.run_command).

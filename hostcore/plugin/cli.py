@@ -58,8 +58,11 @@ class HostFactory:
 
     def get(self, *, read_only: bool = False) -> Host:
         if self._host is None:
-            self._host = Host(root=self.root, config=self.config, env=self.env,
-                              plugin_set=self.plugin_set, read_only=read_only)
+            # What plugins print while they register goes to stderr: stdout is the
+            # command's (--json above all).
+            with StdoutGuard():
+                self._host = Host(root=self.root, config=self.config, env=self.env,
+                                  plugin_set=self.plugin_set, read_only=read_only)
         return self._host
 
     def close(self) -> None:

@@ -21,54 +21,42 @@ from hostcore.evidence.store import EvidenceRow
 from hostcore.host import Host
 from hostcore.plugin.markers import hookimpl
 
-EXITING_DESTINATION = """
-    from hostcore import hookimpl
-    from hostcore_directory_destination.plugin import destination_for
-
-    class Exiting:
-        # The folder destination, but for a push that ends the process, as it asks.
-        def __init__(self, inner):
-            self._inner = inner
-            self.name, self.key = "exiting", "exiting"
-
-        def __getattr__(self, name):
-            return getattr(self._inner, name)
-
-        def push(self, batch):
-            raise SystemExit(0)
-
-    @hookimpl
-    def hostcore_destinations(host):
-        return Exiting(destination_for(host))
-"""
-
-
-# A folder destination whose code prints to stdout: when it registers, in each push,
-# and from a child process it starts (which writes to file descriptor 1 itself).
-PRINTING_DESTINATION = """
+# The folder destination under another name, its push and its registration hook
+# replaced by the given lines (indented as the method's and the hook's bodies).
+WRAPPED_DESTINATION = """
     import subprocess
 
     from hostcore import hookimpl
     from hostcore_directory_destination.plugin import destination_for
 
-    class Printing:
+    class Wrapped:
         def __init__(self, inner):
             self._inner = inner
-            self.name, self.key = "printing", "printing"
+            self.name = self.key = {name!r}
 
         def __getattr__(self, name):
             return getattr(self._inner, name)
 
         def push(self, batch):
-            print("pushing a batch")
-            subprocess.run(["echo", "a child of the push"], check=True)
-            return self._inner.push(batch)
+{push}
 
     @hookimpl
     def hostcore_destinations(host):
-        print("registering the printing destination")
-        return Printing(destination_for(host))
+{register}
+        return Wrapped(destination_for(host))
 """
+
+# A push that ends the process, as it asks.
+EXITING_DESTINATION = WRAPPED_DESTINATION.format(
+    name="exiting", push="            raise SystemExit(0)", register="")
+# Prints to stdout when it registers, in each push, and from a child process it
+# starts (which writes to file descriptor 1 itself).
+PRINTING_DESTINATION = WRAPPED_DESTINATION.format(
+    name="printing",
+    push='''            print("pushing a batch")
+            subprocess.run(["echo", "a child of the push"], check=True)
+            return self._inner.push(batch)''',
+    register='''        print("registering the printing destination")''')
 
 
 @pytest.fixture
@@ -96,23 +84,30 @@ def export_root(tmp_path: Path, rows: int = 3) -> Path:
     return root
 
 
+def export_process(tmp_path: Path, fake_site: Any, source: str | None,
+                   *args: str) -> subprocess.CompletedProcess[str]:
+    """A real ``hostcore export ARGS`` process on :func:`export_root`'s root, with the
+    folder destination and the plugin of ``source`` (given at the first call, which
+    makes the root)."""
+    root = tmp_path / "cli-root"
+    if source is not None:
+        export_root(tmp_path)
+        fake_site.add("fake-wrapped", {"wrapped": source})
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(fake_site.folder),
+           "HOSTCORE_LOAD_PLUGINS": "fake-wrapped,hostcore-directory-destination"}
+    return subprocess.run([sys.executable, "-m", "hostcore", "--root", str(root), "export",
+                           *args], capture_output=True, text=True, env=env, timeout=60)
+
+
 def test_a_destination_that_calls_sys_exit_fails_the_export_naming_it(tmp_path, fake_site):
     # A real hostcore process: before, the plugin's SystemExit(0) was the command's
     # exit status, and cron read a push that never happened as a success.
-    root = export_root(tmp_path)
-    fake_site.add("fake-exiting", {"exiting": EXITING_DESTINATION})
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(fake_site.folder),
-           "HOSTCORE_LOAD_PLUGINS": "fake-exiting,hostcore-directory-destination"}
-    done = subprocess.run([sys.executable, "-m", "hostcore", "--root", str(root), "export",
-                           "--destination", "exiting"],
-                          capture_output=True, text=True, env=env, timeout=60)
+    done = export_process(tmp_path, fake_site, EXITING_DESTINATION, "--destination", "exiting")
     assert done.returncode == 1, done.stderr
     assert "hostcore export: step 'export' failed: SystemExit: 0" in done.stderr
     # The real folder, exported to afterwards, holds every row: nothing was marked
     # pushed by the one that exited.
-    again = subprocess.run([sys.executable, "-m", "hostcore", "--root", str(root), "export",
-                            "--destination", "directory", "--json"],
-                           capture_output=True, text=True, env=env, timeout=60)
+    again = export_process(tmp_path, fake_site, None, "--destination", "directory", "--json")
     assert again.returncode == 0, again.stderr
     assert '"rows": 3' in again.stdout
 
@@ -120,13 +115,8 @@ def test_a_destination_that_calls_sys_exit_fails_the_export_naming_it(tmp_path, 
 def test_what_a_destination_prints_stays_off_export_json(tmp_path, fake_site):
     # A real process, so the child's write to descriptor 1 is a real one: before,
     # all three lines came out ahead of the JSON and a script reading it failed.
-    root = export_root(tmp_path)
-    fake_site.add("fake-printing", {"printing": PRINTING_DESTINATION})
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(fake_site.folder),
-           "HOSTCORE_LOAD_PLUGINS": "fake-printing,hostcore-directory-destination"}
-    done = subprocess.run([sys.executable, "-m", "hostcore", "--root", str(root), "export",
-                           "--destination", "printing", "--json"],
-                          capture_output=True, text=True, env=env, timeout=60)
+    done = export_process(tmp_path, fake_site, PRINTING_DESTINATION,
+                          "--destination", "printing", "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["rows"] == 3
     for line in ("registering the printing destination", "pushing a batch",

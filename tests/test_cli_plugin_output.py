@@ -6,6 +6,7 @@ process, so descriptor 1 is a real one."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -90,3 +91,29 @@ def test_a_command_with_stdout_closed_does_its_work(tmp_path, printing_env, args
         # The tick happened: the next status (stdout open) shows it.
         status = json.loads(hostcore(root, printing_env, "status", "--json").stdout)
         assert status["last_tick"]["ok"] is True
+
+
+def test_what_a_status_hook_prints_stays_off_status_watch(tmp_path, printing_env):
+    # On a pipe, each refresh is a block of plain lines: the hook's line, printed at
+    # every refresh, was among them.
+    command = [sys.executable, "-m", "hostcore", "--root", str(tmp_path / "root"), "status",
+               "--watch", "--interval", "0.2"]
+    watch = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env={**printing_env, "COLUMNS": "80"},
+                             stdin=subprocess.DEVNULL)
+    lines: list[str] = []
+    try:
+        assert watch.stdout is not None
+        for line in watch.stdout:  # blocks until a line comes: no sleep
+            lines.append(line)
+            if sum(li.startswith("hostcore status --watch: every ") for li in lines) == 2:
+                break
+        watch.send_signal(signal.SIGINT)
+        _, err = watch.communicate(timeout=120)
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.wait()
+    assert watch.returncode == 0, err
+    assert not [line for line in lines if line.startswith("reporting")]
+    assert err.count("reporting the printing worker's status") >= 2

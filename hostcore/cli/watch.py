@@ -30,6 +30,7 @@ from hostcore.cli.render import Paint, component_state, plain, status_lines
 from hostcore.host import Host
 from hostcore.plugin.cli import stop_on_signals
 from hostcore.plugin.terminal import MIN_WIDTH, fit
+from hostcore.steps import StdoutGuard
 from hostcore.tick import TickReport, load_last
 
 ENTER = "\x1b[?1049h\x1b[?25l"  # the alternate screen, cursor hidden
@@ -82,7 +83,8 @@ def headline(watch: Watch, report: Mapping[str, Any], last: TickReport | None,
 
 def frame(watch: Watch, host: Host, width: int, paint: Paint) -> list[str]:
     """One refresh's lines: the view's own, a blank line, the status screen."""
-    report = host.status()
+    with StdoutGuard():  # what plugins' status hooks print goes to stderr, not on screen
+        report = host.status()
     last = load_last(host.root)
     watch.saw(last)
     return [*headline(watch, report, last, width), "", *status_lines(report, width, paint)]
